@@ -1,0 +1,36 @@
+"""The root `ralph` command and its sub-commands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ralph import __version__
+from ralph.cli import demo, notes_cmd, store_cmd
+
+app = typer.Typer(
+    name="ralph",
+    help="Run AI coding agents in a verified loop, and watch and steer them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(store_cmd.app, name="store")
+app.add_typer(notes_cmd.app, name="notes")
+app.command(name="demo")(demo.demo)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ralph {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Ralph: run AI coding agents in a verified loop."""

@@ -1,0 +1,67 @@
+"""Entry point: runs the Typer app and turns every failure into one line on stderr."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import typer
+
+from ralph.cli.app import app
+from ralph.cli.output import error_line, setup_logging
+from ralph.store import StoreError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_INTERNAL = 70
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`ralph ...`: exit 0 on success, 1 on a failed operation, 2 on bad usage."""
+    sys.exit(run(argv))
+
+
+def run(argv: list[str] | None = None) -> int:
+    setup_logging()
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="ralph", standalone_mode=False)
+    except StoreError as exc:
+        error_line(str(exc))
+        return EXIT_ERROR
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`ralph store cat | head`): not an error of ours.
+        _silence_stdout()
+        return 0
+    except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
+        return _usage_error(exc)
+    except Exception as exc:
+        if os.environ.get("RALPH_DEBUG"):
+            traceback.print_exc()
+        error_line(f"unexpected {type(exc).__name__}: {exc} (set RALPH_DEBUG=1 for details)")
+        return EXIT_INTERNAL
+    return result if isinstance(result, int) else 0
+
+
+def _usage_error(exc: typer.TyperException) -> int:
+    format_message = getattr(exc, "format_message", None)
+    message = format_message() if callable(format_message) else str(exc)
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    error_line(f"{message}{hint}".replace("\n", " "))
+    return int(getattr(exc, "exit_code", EXIT_USAGE))
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -1,0 +1,21 @@
+"""Options several commands share, and opening the store they name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ralph.project import store_path
+from ralph.store import Store
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="Store directory (default: $RALPH_STORE, else .ralph/store "
+                                 "under the project root).", show_default=False),
+]
+
+
+def open_store(path: Path | None) -> Store:
+    return Store(store_path(path))

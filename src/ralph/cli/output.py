@@ -1,0 +1,48 @@
+"""What the CLI writes: JSON lines on stdout, one-line errors and warnings on stderr."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import orjson
+
+
+def write_json_line(value: Any) -> None:
+    """One compact JSON value and a newline on stdout, flushed (followers read it live)."""
+    out = sys.stdout.buffer
+    out.write(orjson.dumps(value) + b"\n")
+    out.flush()
+
+
+def write_json(value: Any) -> None:
+    """One indented JSON document on stdout (summaries meant to be read by people too)."""
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def error_line(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+
+
+class _OneLine(logging.Formatter):
+    """`warning: <message>`, with any newlines folded so each record stays one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage().replace("\n", " ")
+        return f"{record.levelname.lower()}: {text}"
+
+
+def setup_logging(level: int = logging.WARNING) -> None:
+    """Route the library's log records to stderr as one line each."""
+    root = logging.getLogger("ralph")
+    if any(getattr(h, "_ralph_cli", False) for h in root.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    handler._ralph_cli = True  # type: ignore[attr-defined]  # marks our own handler
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False

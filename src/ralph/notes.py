@@ -1,0 +1,106 @@
+"""Notes: the session notes of the ralph.nu spec, a projection over `ralph.<name>.note` frames.
+
+A note is a frame on topic `ralph.<session>.note` in stream `sessions/<session>`, with meta
+`{"type": ..., "iteration": N}` (iteration left out when not given) and its text in the
+content store, exactly as the spec's `xs append` examples write them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, get_args
+
+from ralph.store import Frame, Store, StoreError
+
+log = logging.getLogger("ralph.notes")
+
+NoteType = Literal["completed", "in_progress", "blocked", "remaining", "learning", "decision"]
+NOTE_TYPES: tuple[str, ...] = get_args(NoteType)
+DEFAULT_SESSION = "default"
+_SESSION = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class NoteError(StoreError, ValueError):
+    """A note that cannot be recorded as given."""
+
+
+@dataclass(frozen=True)
+class Note:
+    id: str
+    seq: int
+    ts: str
+    session: str
+    type: str
+    iteration: int | None
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_session(name: str) -> str:
+    if not _SESSION.fullmatch(name) or len(name) > 200:
+        raise NoteError(f"invalid session name {name!r}: use letters, digits, '_' and '-'")
+    return name
+
+
+def note_topic(session: str) -> str:
+    return f"ralph.{check_session(session)}.note"
+
+
+def session_stream(session: str) -> str:
+    return f"sessions/{check_session(session)}"
+
+
+def add_note(store: Store, note_type: str, text: str, *, session: str = DEFAULT_SESSION,
+             iteration: int | None = None) -> Note:
+    """Record a note; its text goes to the content store."""
+    if note_type not in NOTE_TYPES:
+        raise NoteError(f"invalid note type {note_type!r}: use one of {', '.join(NOTE_TYPES)}")
+    if not text.strip():
+        raise NoteError("a note needs some text")
+    if iteration is not None and iteration < 1:
+        raise NoteError("iteration must be 1 or more")
+    meta: dict[str, Any] = {"type": note_type}
+    if iteration is not None:
+        meta["iteration"] = iteration
+    frame = store.append(note_topic(session), meta, content=text,
+                         stream=session_stream(session))
+    return Note(frame.id, frame.seq, frame.ts, session, note_type, iteration, text)
+
+
+def note_from_frame(store: Store, frame: Frame) -> Note | None:
+    """The note a frame records, or None if the frame is not a note."""
+    parts = frame.topic.split(".")
+    if len(parts) != 3 or parts[0] != "ralph" or parts[2] != "note":
+        return None
+    note_type = frame.meta.get("type")
+    iteration = frame.meta.get("iteration")
+    text = ""
+    if frame.hash is not None:
+        try:
+            text = store.cas_get(frame.hash).decode("utf-8", "replace")
+        except StoreError as exc:
+            log.warning("note %s: %s", frame.id, exc)
+    return Note(frame.id, frame.seq, frame.ts, parts[1], str(note_type),
+                iteration if isinstance(iteration, int) else None, text)
+
+
+def list_notes(store: Store, *, note_type: str | None = None,
+               session: str | None = None) -> list[Note]:
+    """Notes in the order they were added, of one session or of all."""
+    if note_type is not None and note_type not in NOTE_TYPES:
+        raise NoteError(f"invalid note type {note_type!r}: use one of {', '.join(NOTE_TYPES)}")
+    topic = note_topic(session) if session is not None else "ralph.*"
+    notes = (note_from_frame(store, frame) for frame in store.read(topic=topic))
+    return [n for n in notes if n is not None and (note_type is None or n.type == note_type)]
+
+
+def group_by_type(notes: list[Note]) -> dict[str, list[Note]]:
+    """Notes grouped by type, in the spec's order of types."""
+    groups: dict[str, list[Note]] = {t: [] for t in NOTE_TYPES}
+    for note in notes:
+        groups.setdefault(note.type, []).append(note)
+    return {t: group for t, group in groups.items() if group}

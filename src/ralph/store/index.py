@@ -1,0 +1,530 @@
+"""The SQLite index: a rebuildable cache over every frame of every stream.
+
+`sync` reads only what was appended since it last ran (a byte offset per stream) and is safe
+to run from several processes at once: each sync is one write transaction that reads the
+offsets inside it. The watermark is the highest seq up to which every frame is indexed; reads
+stop there, so a reader never sees frame N+1 before frame N, whatever stream each lives in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from ralph.store.errors import StoreError
+from ralph.store.frame import Frame, LineError, decode_line, format_ts
+from ralph.store.fsio import write_error
+from ralph.store.streams import list_streams
+
+log = logging.getLogger("ralph.store")
+
+SCHEMA_VERSION = 1
+_READ_CHUNK = 4 * 1024 * 1024
+_INSERT_BATCH = 5000
+_EXCERPT = 200
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS frames (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    stream TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    hash TEXT,
+    byte_offset INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS streams (
+    name TEXT PRIMARY KEY,
+    byte_offset INTEGER NOT NULL,
+    ino INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS event_parse_errors (
+    id INTEGER PRIMARY KEY,
+    stream TEXT NOT NULL,
+    byte_offset INTEGER NOT NULL,
+    excerpt TEXT NOT NULL,
+    error TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    UNIQUE (stream, byte_offset)
+);
+CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+# A secondary index holds the rowid (= seq), so (topic) is already ordered by (topic, seq).
+_INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS frames_id ON frames (id);
+CREATE INDEX IF NOT EXISTS frames_topic ON frames (topic);
+CREATE INDEX IF NOT EXISTS frames_stream ON frames (stream);
+CREATE INDEX IF NOT EXISTS frames_ts ON frames (ts);
+"""
+_DROP_INDEXES = """
+DROP INDEX IF EXISTS frames_id;
+DROP INDEX IF EXISTS frames_topic;
+DROP INDEX IF EXISTS frames_stream;
+DROP INDEX IF EXISTS frames_ts;
+"""
+_COLUMNS = "seq, id, ts, topic, stream, meta, hash"
+
+T = TypeVar("T")
+Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    frames: int  # frames newly indexed
+    errors: int  # lines newly recorded as parse errors
+    watermark: int  # every seq up to here is indexed (or gone for good)
+    max_seq: int  # the highest seq in the index
+
+
+@dataclass(frozen=True)
+class ParseError:
+    stream: str
+    byte_offset: int
+    excerpt: str
+    error: str
+    recorded_at: str
+
+
+@dataclass(frozen=True)
+class TopicQuery:
+    """A topic filter: exact, or every topic starting with `value` (a prefix wildcard)."""
+
+    value: str
+    prefix: bool
+
+    def sql(self) -> tuple[str, list[Any]]:
+        if not self.prefix:
+            return "topic = ?", [self.value]
+        if not self.value:
+            return "1", []
+        upper = self.value[:-1] + chr(ord(self.value[-1]) + 1)
+        return "topic >= ? AND topic < ?", [self.value, upper]
+
+    def matches(self, topic: str) -> bool:
+        return topic.startswith(self.value) if self.prefix else topic == self.value
+
+
+def row_to_frame(row: tuple[Any, ...]) -> Frame:
+    seq, frame_id, ts, topic, stream, meta, hash_ = row
+    return Frame(id=frame_id, seq=seq, ts=ts, topic=topic, stream=stream,
+                                 meta=orjson.loads(meta), hash=hash_)
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    text = str(exc).lower()
+    return type(exc) is sqlite3.DatabaseError or any(
+        marker in text for marker in ("malformed", "not a database", "no such table")
+    )
+
+
+class Index:
+    """One SQLite database (WAL) at `path` over the stream files below `streams_root`."""
+
+    def __init__(self, path: Path, streams_root: Path) -> None:
+        self.path = path
+        self.streams_root = streams_root
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._ino: int | None = None
+
+    # -- connection and repair --------------------------------------------------------------
+
+    def open(self) -> None:
+        with self._lock:
+            existed = self.path.exists()
+            self._guarded(self._conn_checked)
+            if not existed and any(True for _ in list_streams(self.streams_root)):
+                log.warning("the store index is missing; rebuilding it from the stream files")
+                self.rebuild()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                   timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA cache_size=-16000")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                conn.close()
+                raise sqlite3.DatabaseError(f"index schema {version} is not {SCHEMA_VERSION}")
+            conn.executescript(_TABLES + _INDEXES)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.OperationalError as exc:
+            if "unable to open" in str(exc) or "readonly" in str(exc):
+                raise StoreError(f"cannot open the store index {self.path}: {exc}") from None
+            raise
+        self._ino = self.path.stat().st_ino
+        return conn
+
+    def _conn_checked(self) -> sqlite3.Connection:
+        """The connection, reopened if the file was deleted or replaced under us."""
+        try:
+            ino: int | None = self.path.stat().st_ino
+        except FileNotFoundError:
+            ino = None
+        if self._conn is not None and ino == self._ino:
+            return self._conn
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+            if ino is None:
+                log.warning("the store index was deleted; rebuilding it from the stream files")
+                self._conn = self._connect()
+                self._rebuild_locked(None)
+                return self._conn
+        self._conn = self._connect()
+        return self._conn
+
+    def _guarded(self, action: Callable[[], T]) -> T:
+        """Run `action`; if the database turns out corrupt, recreate and rebuild it, then retry."""
+        with self._lock:
+            try:
+                return action()
+            except sqlite3.DatabaseError as exc:
+                if not _is_corruption(exc):
+                    raise self._store_error(exc) from None
+                log.warning("the store index is corrupt (%s); rebuilding it from the stream "
+                            "files", exc)
+                self._recreate()
+                return action()
+
+    def _store_error(self, exc: sqlite3.DatabaseError) -> StoreError:
+        if "full" in str(exc):
+            return write_error(OSError(28, "No space left on device"), "the store index")
+        return StoreError(f"store index error: {exc}")
+
+    def _recreate(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+        self._conn = self._connect()
+        self._rebuild_locked(None)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn_checked()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # -- state ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _state(conn: sqlite3.Connection, key: str) -> int:
+        row = conn.execute("SELECT value FROM index_state WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    def _set_state(conn: sqlite3.Connection, key: str, value: int) -> None:
+        conn.execute("INSERT INTO index_state (key, value) VALUES (?, ?) "
+                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
+
+    def watermark(self) -> int:
+        return self._guarded(lambda: self._state(self._conn_checked(), "watermark"))
+
+    # -- sync -------------------------------------------------------------------------------
+
+    def sync(self, *, settle_upto: int | None = None) -> SyncResult:
+        """Index what was appended since the last sync.
+
+        `settle_upto` is a seq known (under the append lock) to be complete on disk: holes at
+        or below it that the files do not fill are permanent (frames removed by gc, or lost),
+        and the watermark moves past them.
+        """
+        return self._guarded(lambda: self._sync_locked(settle_upto))
+
+    def _sync_locked(self, settle_upto: int | None) -> SyncResult:
+        frames = errors = 0
+        with self._write() as conn:
+            known = {name: (offset, ino) for name, offset, ino in
+                     conn.execute("SELECT name, byte_offset, ino FROM streams")}
+            seen: set[str] = set()
+            for stream, path in list_streams(self.streams_root):
+                seen.add(stream)
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                offset, ino = known.get(stream, (0, st.st_ino))
+                if ino != st.st_ino or st.st_size < offset:
+                    if ino == st.st_ino:
+                        log.warning("stream %s shrank below what was indexed; reindexing it",
+                                    stream)
+                    self._forget_stream(conn, stream)
+                    offset = 0
+                if st.st_size > offset or stream not in known or ino != st.st_ino:
+                    new_offset, added, bad = self._index_stream(conn, stream, path, offset,
+                                                               st.st_size, None)
+                    frames += added
+                    errors += bad
+                    conn.execute(
+                        "INSERT INTO streams (name, byte_offset, ino) VALUES (?, ?, ?) "
+                        "ON CONFLICT (name) DO UPDATE SET byte_offset = excluded.byte_offset, "
+                        "ino = excluded.ino", (stream, new_offset, st.st_ino))
+            for gone in known.keys() - seen:
+                log.warning("stream file of %s is gone; dropping its frames from the index", gone)
+                self._forget_stream(conn, gone)
+                conn.execute("DELETE FROM streams WHERE name = ?", (gone,))
+            watermark, max_seq = self._advance_watermark(conn, settle_upto)
+        return SyncResult(frames, errors, watermark, max_seq)
+
+    def _forget_stream(self, conn: sqlite3.Connection, stream: str) -> None:
+        conn.execute("DELETE FROM frames WHERE stream = ?", (stream,))
+        conn.execute("DELETE FROM event_parse_errors WHERE stream = ?", (stream,))
+
+    def _advance_watermark(self, conn: sqlite3.Connection,
+                           settle_upto: int | None) -> tuple[int, int]:
+        watermark = self._state(conn, "watermark")
+        count, max_seq = conn.execute(
+            "SELECT COUNT(*), MAX(seq) FROM frames WHERE seq > ?", (watermark,)).fetchone()
+        if count and max_seq - watermark == count:
+            watermark = max_seq
+        elif count:
+            for (seq,) in conn.execute("SELECT seq FROM frames WHERE seq > ? ORDER BY seq",
+                                       (watermark,)):
+                if seq != watermark + 1:
+                    break
+                watermark = seq
+        if settle_upto is not None and settle_upto > watermark:
+            watermark = settle_upto
+        self._set_state(conn, "watermark", watermark)
+        top = conn.execute("SELECT MAX(seq) FROM frames").fetchone()[0] or 0
+        return watermark, max(top, watermark)
+
+    def _index_stream(self, conn: sqlite3.Connection, stream: str, path: Path, offset: int,
+                      size: int, progress: Callable[[int], None] | None) -> tuple[int, int, int]:
+        """Index the complete lines of `path` in [offset, size): (new offset, frames, errors).
+
+        A trailing piece without its newline is left for the next sync: a writer may be
+        writing it right now, and a torn one is closed by the next append.
+        """
+        rows: list[tuple[Any, ...]] = []
+        bad: list[tuple[Any, ...]] = []
+        frames = errors = 0
+        pos = offset
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            carry = b""
+            remaining = size - offset
+            while remaining > 0:
+                chunk = handle.read(min(_READ_CHUNK, remaining))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+                data = carry + chunk if carry else chunk
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    carry = data
+                    continue
+                carry = data[cut + 1:]
+                line_start = pos
+                for line in data[:cut].split(b"\n"):
+                    if line.strip():
+                        try:
+                            frame_id, seq, ts, topic, meta, hash_ = decode_line(line, stream)
+                        except LineError as exc:
+                            bad.append(self._error_row(stream, line_start, line, str(exc)))
+                        else:
+                            rows.append((seq, frame_id, ts, topic, stream,
+                                         orjson.dumps(meta).decode(), hash_, line_start))
+                    line_start += len(line) + 1
+                pos = line_start
+                if len(rows) >= _INSERT_BATCH:
+                    frames += self._insert(conn, rows, bad)
+                    rows = []
+                if progress is not None:
+                    progress(len(chunk))
+        frames += self._insert(conn, rows, bad)
+        if bad:
+            errors = self._record_errors(conn, bad)
+        return pos, frames, errors
+
+    @staticmethod
+    def _error_row(stream: str, offset: int, line: bytes, reason: str) -> tuple[Any, ...]:
+        excerpt = line[:_EXCERPT].decode("utf-8", "replace")
+        return (stream, offset, excerpt, reason, format_ts(int(_now_ms())))
+
+    def _insert(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]],
+                bad: list[tuple[Any, ...]]) -> int:
+        if not rows:
+            return 0
+        sql = ("INSERT INTO frames (seq, id, ts, topic, stream, meta, hash, byte_offset) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        try:
+            conn.execute("SAVEPOINT batch")
+            conn.executemany(sql, rows)
+            conn.execute("RELEASE batch")
+            return len(rows)
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK TO batch")
+            conn.execute("RELEASE batch")
+        inserted = 0
+        for row in rows:  # one at a time, so that only the conflicting lines are set aside
+            try:
+                conn.execute(sql, row)
+                inserted += 1
+            except sqlite3.IntegrityError:
+                seq, frame_id, stream, offset = row[0], row[1], row[4], row[7]
+                clash = conn.execute("SELECT stream, byte_offset FROM frames WHERE seq = ? OR "
+                                     "id = ?", (seq, frame_id)).fetchone()
+                where = f"{clash[0]} byte {clash[1]}" if clash else "another line"
+                bad.append(self._error_row(stream, offset, orjson.dumps(
+                    {"seq": seq, "id": frame_id}), f"duplicate seq or id (already at {where})"))
+        return inserted
+
+    @staticmethod
+    def _record_errors(conn: sqlite3.Connection, bad: list[tuple[Any, ...]]) -> int:
+        before = conn.total_changes
+        conn.executemany("INSERT OR IGNORE INTO event_parse_errors "
+                         "(stream, byte_offset, excerpt, error, recorded_at) "
+                         "VALUES (?, ?, ?, ?, ?)", bad)
+        new = conn.total_changes - before
+        for stream, offset, _excerpt, reason, _at in bad[:5]:
+            log.warning("stream %s byte %d is not a frame (%s); skipped and recorded",
+                        stream, offset, reason)
+        return new
+
+    # -- rebuild ----------------------------------------------------------------------------
+
+    def rebuild(self, progress: Progress | None = None) -> SyncResult:
+        """Recreate the whole index from the stream files."""
+        return self._guarded(lambda: self._rebuild_locked(progress))
+
+    def _rebuild_locked(self, progress: Progress | None) -> SyncResult:
+        streams = list(list_streams(self.streams_root))
+        total = sum(path.stat().st_size for _, path in streams)
+        done = 0
+
+        def advance(nbytes: int) -> None:
+            nonlocal done
+            done += nbytes
+            if progress is not None:
+                progress(done, total)
+
+        frames = errors = 0
+        with self._write() as conn:
+            conn.executescript(_DROP_INDEXES)
+            conn.execute("DELETE FROM frames")
+            conn.execute("DELETE FROM streams")
+            conn.execute("DELETE FROM event_parse_errors")
+            conn.execute("DELETE FROM index_state")
+            for stream, path in streams:
+                st = path.stat()
+                offset, added, bad = self._index_stream(conn, stream, path, 0, st.st_size, advance)
+                frames += added
+                errors += bad
+                conn.execute("INSERT INTO streams (name, byte_offset, ino) VALUES (?, ?, ?)",
+                             (stream, offset, st.st_ino))
+            conn.executescript(_INDEXES)
+            watermark, max_seq = self._advance_watermark(conn, None)
+        if progress is not None:
+            progress(total, total)
+        return SyncResult(frames, errors, watermark, max_seq)
+
+    def reindex_streams(self, names: list[str]) -> None:
+        """Forget and reread these streams (their files were rewritten by gc)."""
+        def run() -> None:
+            with self._write() as conn:
+                for name in names:
+                    self._forget_stream(conn, name)
+                    conn.execute("DELETE FROM streams WHERE name = ?", (name,))
+        self._guarded(run)
+        self.sync()
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def page(self, *, topic: TopicQuery | None = None, stream: str | None = None,
+             after_seq: int = 0, upto: int | None = None, since: str | None = None,
+             until: str | None = None, limit: int = 1000, newest_first: bool = False
+             ) -> list[Frame]:
+        """One page of frames matching every filter given, in seq order (or newest first)."""
+        where = ["seq > ?"]
+        args: list[Any] = [after_seq]
+        if upto is not None:
+            where.append("seq <= ?")
+            args.append(upto)
+        if topic is not None:
+            clause, topic_args = topic.sql()
+            where.append(clause)
+            args += topic_args
+        if stream is not None:
+            where.append("stream = ?")
+            args.append(stream)
+        if since is not None:
+            where.append("ts >= ?")
+            args.append(since)
+        if until is not None:
+            where.append("ts < ?")
+            args.append(until)
+        order = "DESC" if newest_first else "ASC"
+        sql = (f"SELECT {_COLUMNS} FROM frames WHERE {' AND '.join(where)} "
+               f"ORDER BY seq {order} LIMIT ?")
+        args.append(limit)
+        rows = self._guarded(lambda: self._conn_checked().execute(sql, args).fetchall())
+        return [row_to_frame(row) for row in rows]
+
+    def get(self, frame_id: str) -> Frame | None:
+        row = self._guarded(lambda: self._conn_checked().execute(
+            f"SELECT {_COLUMNS} FROM frames WHERE id = ?", (frame_id,)).fetchone())
+        return None if row is None else row_to_frame(row)
+
+    def errors(self) -> list[ParseError]:
+        rows = self._guarded(lambda: self._conn_checked().execute(
+            "SELECT stream, byte_offset, excerpt, error, recorded_at FROM event_parse_errors "
+            "ORDER BY stream, byte_offset").fetchall())
+        return [ParseError(*row) for row in rows]
+
+    def topics(self) -> list[tuple[str, int]]:
+        return self._guarded(lambda: self._conn_checked().execute(
+            "SELECT topic, COUNT(*) FROM frames GROUP BY topic ORDER BY topic").fetchall())
+
+    def referenced_hashes(self) -> set[str]:
+        return {row[0] for row in self._guarded(lambda: self._conn_checked().execute(
+            "SELECT DISTINCT hash FROM frames WHERE hash IS NOT NULL").fetchall())}
+
+    def counts(self) -> dict[str, int]:
+        def run() -> dict[str, int]:
+            conn = self._conn_checked()
+            frames, streams = conn.execute(
+                "SELECT COUNT(*), COUNT(DISTINCT stream) FROM frames").fetchone()
+            return {
+                "frames": frames,
+                "streams": streams,
+                "topics": conn.execute("SELECT COUNT(DISTINCT topic) FROM frames").fetchone()[0],
+                "parse_errors": conn.execute(
+                    "SELECT COUNT(*) FROM event_parse_errors").fetchone()[0],
+                "watermark": self._state(conn, "watermark"),
+            }
+        return self._guarded(run)
+
+    def execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """A read-only query for the store's own projections (retention, stats)."""
+        return self._guarded(lambda: self._conn_checked().execute(sql, args).fetchall())
+
+
+def _now_ms() -> float:
+    return time.time() * 1000

@@ -1,0 +1,77 @@
+"""Stream files: where a stream lives on disk, which streams exist, and reading a file's tail."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ralph.store.frame import LineError, decode_line
+
+SUFFIX = ".jsonl"
+_TAIL_CHUNK = 64 * 1024
+
+
+def stream_path(root: Path, stream: str) -> Path:
+    """`runs/run_01H` lives in `<root>/runs/run_01H.jsonl` (names are checked by check_stream)."""
+    return root / (stream + SUFFIX)
+
+
+def list_streams(root: Path) -> Iterator[tuple[str, Path]]:
+    """Every stream file below `root` as (stream name, path), in name order."""
+    if not root.is_dir():
+        return
+    stack = [root]
+    found: list[tuple[str, Path]] = []
+    while stack:
+        directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                    path = Path(entry.path)
+                    found.append((path.relative_to(root).as_posix()[: -len(SUFFIX)], path))
+    yield from sorted(found)
+
+
+def last_frame_in(path: Path, stream: str) -> tuple[int, int] | None:
+    """(seq, byte offset) of the last valid frame line in a stream file, or None.
+
+    Reads backwards a chunk at a time, so the cost is the size of the tail, not of the file.
+    A torn last line (no newline) and lines that are not frames are passed over.
+    """
+    with path.open("rb") as handle:
+        pos = handle.seek(0, os.SEEK_END)
+        carry = b""  # the start-truncated first line of the previous chunk, with its newline
+        while pos > 0:
+            start = max(0, pos - _TAIL_CHUNK)
+            handle.seek(start)
+            data = handle.read(pos - start) + carry
+            pos = start
+            # The piece after the last newline is a torn tail (first chunk) or empty: skip it.
+            parts = data.split(b"\n")[:-1]
+            if start > 0 and parts:
+                carry = parts[0] + b"\n"
+                candidates = parts[1:]
+                offset = start + len(carry)
+            else:
+                carry = b"" if start == 0 else data
+                candidates = parts if start == 0 else []
+                offset = start
+            offsets = []
+            for part in candidates:
+                offsets.append(offset)
+                offset += len(part) + 1
+            for part, part_offset in zip(reversed(candidates), reversed(offsets), strict=True):
+                try:
+                    seq = decode_line(part, stream)[1]
+                except LineError:
+                    continue
+                return seq, part_offset
+        return None
+
+
+def ends_torn(fd: int, size: int) -> bool:
+    """True if the file behind `fd` does not end in a newline (a writer died mid-line)."""
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"

@@ -1,0 +1,225 @@
+"""Live subscriptions: replay from the index, then live frames, with no gap and no duplicate.
+
+Each event loop that subscribes gets one Hub. The hub wakes when this process appends or when
+the store's head file changes (another process appended; seen through watchfiles), syncs the
+index, and pushes each new frame once to every live subscriber's bounded buffer. A subscriber
+starts in replay mode, paging through the index from its cursor; it turns live only when it
+has read everything the hub has pushed so far, which the hub cannot change behind its back
+because both run on the same event loop. A subscriber whose buffer overflows drops the buffer
+and goes back to replay from its cursor: memory stays bounded and no frame is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import watchfiles
+
+from ralph.store.frame import Frame
+from ralph.store.index import TopicQuery
+
+if TYPE_CHECKING:
+    from ralph.store.store import Store
+
+log = logging.getLogger("ralph.store")
+
+PAGE = 500
+_SAFETY_POLL_MS = 1000  # a missed file event costs at most this much latency
+_FALLBACK_POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class Lag:
+    """Told to a subscriber that fell behind: `dropped` buffered frames were let go and will be
+    read again from the index, after `resume_after`."""
+
+    dropped: int
+    resume_after: int
+
+
+class Subscription:
+    """An async iterator of frames; close it (or use `async with`) when done."""
+
+    def __init__(self, store: Store, topic: TopicQuery | None, stream: str | None,
+                 after_seq: int, max_buffer: int, on_lag: Callable[[Lag], None] | None) -> None:
+        self._store = store
+        self._topic = topic
+        self._stream = stream
+        self.cursor = after_seq  # the seq of the last frame delivered (or skipped past)
+        self._max_buffer = max_buffer
+        self._on_lag = on_lag
+        self._buffer: deque[Frame] = deque()
+        self._live = False
+        self._wake = asyncio.Event()
+        self._hub: Hub | None = None
+        self._closed = False
+        self.lags = 0
+
+    def matches(self, frame: Frame) -> bool:
+        return (self._topic is None or self._topic.matches(frame.topic)) and (
+            self._stream is None or frame.stream == self._stream)
+
+    # -- called by the hub, on the event loop ------------------------------------------------
+
+    def offer(self, frame: Frame) -> None:
+        if frame.seq <= self.cursor or not self.matches(frame):
+            return
+        if len(self._buffer) >= self._max_buffer:
+            self._fall_behind()
+            return
+        self._buffer.append(frame)
+        self._wake.set()
+
+    def _fall_behind(self) -> None:
+        lag = Lag(dropped=len(self._buffer), resume_after=self.cursor)
+        self._buffer.clear()
+        self._live = False
+        if self._hub is not None:
+            self._hub.live.discard(self)
+        self.lags += 1
+        log.warning("a subscriber fell %d frames behind; it resumes from the index after seq %d",
+                    lag.dropped, lag.resume_after)
+        if self._on_lag is not None:
+            self._on_lag(lag)
+        self._wake.set()
+
+    # -- the iterator ----------------------------------------------------------------------
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Frame:
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            while self._buffer:
+                frame = self._buffer.popleft()
+                if frame.seq > self.cursor:
+                    self.cursor = frame.seq
+                    return frame
+            if self._hub is None:
+                self._hub = await self._store._hub()
+                self._hub.subscribers.add(self)
+            if self._live:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await self._replay_page(self._hub)
+
+    async def _replay_page(self, hub: Hub) -> None:
+        """Read the next page from the index; go live once caught up with the hub."""
+        upto = hub.pushed_upto
+        limit = min(PAGE, self._max_buffer)
+        frames = await asyncio.to_thread(
+            self._store._index.page,
+            topic=self._topic, stream=self._stream, after_seq=self.cursor, upto=upto,
+            limit=limit)
+        self._buffer.extend(frames)
+        # No await since `upto` was read unless the hub moved on: if it did not, everything
+        # matching up to `upto` is buffered or delivered, and the hub pushes only what follows.
+        if len(frames) < limit and hub.pushed_upto == upto:
+            self._live = True
+            hub.live.add(self)
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._buffer.clear()
+        self._wake.set()
+        if self._hub is not None:
+            self._hub.remove(self)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+
+class Hub:
+    """Fans new frames out to the subscriptions of one event loop."""
+
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop, start_seq: int) -> None:
+        self._store = store
+        self.loop = loop
+        self.subscribers: set[Subscription] = set()
+        self.live: set[Subscription] = set()
+        self.pushed_upto = start_seq
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._tasks = [loop.create_task(self._run(), name="ralph-store-hub"),
+                       loop.create_task(self._watch(store.path / "head"),
+                                        name="ralph-store-watch")]
+
+    def notify(self) -> None:
+        """Thread-safe: something was appended."""
+        if not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._wake.set)
+
+    async def _watch(self, head: Path) -> None:
+        """Wake on every change of the head file: appends by other processes."""
+        try:
+            async for _changes in watchfiles.awatch(
+                head, watch_filter=None, debounce=20, step=1, stop_event=self._stop,
+                rust_timeout=_SAFETY_POLL_MS, yield_on_timeout=True, recursive=False,
+            ):
+                self._wake.set()
+        except (OSError, RuntimeError) as exc:  # no inotify here: fall back to polling
+            log.warning("cannot watch %s (%s); polling it instead", head, exc)
+            while not self._stop.is_set():
+                await asyncio.sleep(_FALLBACK_POLL_S)
+                self._wake.set()
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                watermark = await asyncio.to_thread(self._store.refresh)
+                while self.pushed_upto < watermark and not self._stop.is_set():
+                    if not self.live:
+                        self.pushed_upto = watermark
+                        break
+                    frames = await asyncio.to_thread(
+                        self._store._index.page,
+                        after_seq=self.pushed_upto, upto=watermark, limit=PAGE)
+                    for frame in frames:
+                        for sub in list(self.live):
+                            sub.offer(frame)
+                    self.pushed_upto = frames[-1].seq if len(frames) == PAGE else watermark
+            except Exception:  # a store error must not end delivery for good: retry
+                log.exception("store subscription refresh failed; retrying")
+                await asyncio.sleep(0.1)
+                self._wake.set()
+
+    def remove(self, sub: Subscription) -> None:
+        self.subscribers.discard(sub)
+        self.live.discard(sub)
+        if not self.subscribers:
+            self.close()
+
+    def close(self) -> None:
+        """Stop watching; every subscription of this hub ends."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._wake.set()
+        self._store._drop_hub(self)
+        for sub in list(self.subscribers):
+            sub.close()
+        for task in self._tasks:
+            task.cancel()
