@@ -55,6 +55,11 @@ def run(argv: list[str] | None = None) -> int:
 def _usage_error(exc: typer.TyperException) -> int:
     format_message = getattr(exc, "format_message", None)
     message = format_message() if callable(format_message) else str(exc)
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        # `ralph`, `ralph store`: a group given no command shows its help as is (stderr, exit 2,
+        # like click's standalone mode), not folded into one `error:` line.
+        sys.stderr.write(message.rstrip("\n") + "\n")
+        return EXIT_USAGE
     ctx = getattr(exc, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
     error_line(f"{message}{hint}".replace("\n", " "))

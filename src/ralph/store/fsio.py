@@ -9,7 +9,8 @@ from pathlib import Path
 from ralph.store.errors import StoreError, StoreFullError, StoreNotWritableError, StoreWriteError
 
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENOENT}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENOENT,
+                 errno.EEXIST}
 
 
 def write_error(exc: OSError, what: str) -> StoreError:

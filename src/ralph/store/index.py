@@ -427,7 +427,7 @@ class Index:
 
         frames = errors = 0
         with self._write() as conn:
-            conn.executescript(_DROP_INDEXES)
+            _run_script(conn, _DROP_INDEXES)
             conn.execute("DELETE FROM frames")
             conn.execute("DELETE FROM streams")
             conn.execute("DELETE FROM event_parse_errors")
@@ -439,7 +439,7 @@ class Index:
                 errors += bad
                 conn.execute("INSERT INTO streams (name, byte_offset, ino) VALUES (?, ?, ?)",
                              (stream, offset, st.st_ino))
-            conn.executescript(_INDEXES)
+            _run_script(conn, _INDEXES)
             watermark, max_seq = self._advance_watermark(conn, None)
         if progress is not None:
             progress(total, total)
@@ -524,6 +524,13 @@ class Index:
     def execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """A read-only query for the store's own projections (retention, stats)."""
         return self._guarded(lambda: self._conn_checked().execute(sql, args).fetchall())
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Statements one by one: executescript() would commit the open transaction first."""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def _now_ms() -> float:

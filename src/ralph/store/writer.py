@@ -230,7 +230,7 @@ class Writer:
             path = stream_path(self.streams_root, stream)
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             except OSError as exc:
                 raise write_error(exc, f"stream {stream}") from None
             self._fds[stream] = fd

@@ -1,0 +1,85 @@
+"""A write that fails (disk full) raises StoreFullError and leaves nothing half-written."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from ralph.store import Store, StoreFullError, StoreWriteError
+from ralph.store import cas as cas_module
+from ralph.store import writer as writer_module
+from tests.store.helpers import stream_lines
+
+
+def test_disk_full_mid_line_is_rolled_back(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.append("t", {"i": 0}, stream="s")
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes) -> None:
+        real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer_module, "write_all", half_then_full)
+    with pytest.raises(StoreFullError, match="disk full"):
+        store.append("t", {"i": 1}, stream="s")
+    monkeypatch.undo()
+    raw = (store.path / "streams" / "s.jsonl").read_bytes()
+    assert raw.count(b"\n") == 1 and raw.endswith(b"\n")  # the half line was cut off
+    assert [f.meta["i"] for f in store.read()] == [0]
+    assert store.errors() == []
+    assert store.append("t", {"i": 2}, stream="s").seq == 2  # no gap
+    with Store(store.path) as reopened:
+        assert [f.seq for f in reopened.read()] == [1, 2]
+
+
+def test_a_real_enospc_from_dev_full(store: Store) -> None:
+    store.append("t", {"ok": True}, stream="fine")
+    full = store.path / "streams" / "full.jsonl"
+    full.symlink_to("/dev/full")
+    with pytest.raises(StoreFullError):
+        store.append("t", {"lost": True}, stream="full")
+    assert [f.meta for f in store.read()] == [{"ok": True}]
+    full.unlink()
+    assert store.append("t", {"ok": 2}, stream="fine").seq == 2
+    assert [line["seq"] for line in stream_lines(store.path)] == [1, 2]
+
+
+def test_content_write_failure_appends_nothing(store: Store,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_space(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cas_module, "write_all", no_space)
+    with pytest.raises(StoreFullError, match="content"):
+        store.append("t", content="big")
+    monkeypatch.undo()
+    assert list(store.read()) == []
+    assert list((store.path / "cas" / "tmp").iterdir()) == []
+    assert store.append("t", content="ok").seq == 1
+
+
+def test_other_io_errors_are_store_errors(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(fd: int, data: bytes) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(writer_module, "write_all", broken)
+    with pytest.raises(StoreWriteError, match="I/O error"):
+        store.append("t")
+
+
+def test_unwritable_stream_directory(store: Store) -> None:
+    (store.path / "streams" / "blocked").write_text("a file where a directory should be")
+    with pytest.raises(Exception, match="cannot write stream blocked/x") as info:
+        store.append("t", stream="blocked/x")
+    assert type(info.value).__name__ == "StoreNotWritableError"
+    assert store.append("t").seq == 1
+
+
+def test_store_dir_on_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    with pytest.raises(Exception, match="cannot create the store") as info:
+        Store(tmp_path / "f")
+    assert type(info.value).__name__ == "StoreNotWritableError"
