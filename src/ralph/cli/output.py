@@ -38,8 +38,12 @@ class _OneLine(logging.Formatter):
 def setup_logging(level: int = logging.WARNING) -> None:
     """Route the library's log records to stderr as one line each."""
     root = logging.getLogger("ralph")
-    if any(getattr(h, "_ralph_cli", False) for h in root.handlers):
-        return
+    for existing in root.handlers:
+        if getattr(existing, "_ralph_cli", False) and isinstance(existing,
+                                                                 logging.StreamHandler):
+            # run() called again: write to today's stderr, not a replaced (maybe closed) one.
+            existing.stream = sys.stderr
+            return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine())
     handler._ralph_cli = True  # type: ignore[attr-defined]  # marks our own handler
