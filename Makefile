@@ -1,5 +1,5 @@
 # `make test` and `make demo` work on a fresh machine with Python 3.11, git and make.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: test demo lint typecheck unit bench clean
 
 $(BIN)/python:
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Ralph needs Python 3.11+)" >&2; exit 1; }
+	@test -n "$(PYTHON)" || { echo "error: python3.11 not found (Ralph needs Python 3.11+)" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "error: $(PYTHON) is older than 3.11" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml

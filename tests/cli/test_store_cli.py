@@ -386,7 +386,7 @@ def gc(cli: Cli, store: Path, *args: str) -> dict[str, Any]:
     result = cli("store", "gc", *args, "--store", str(store))
     assert result.code == 0, result
     assert result.err == ""
-    report = result.json()
+    report: dict[str, Any] = result.json()
     assert set(report) == {"frames_removed", "streams_rewritten", "content_removed",
                            "bytes_freed", "dry_run"}
     return report

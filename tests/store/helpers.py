@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -26,10 +27,8 @@ def start_python(code: str, *args: str) -> subprocess.Popen[str]:
 
 
 def kill_group(proc: subprocess.Popen[str], sig: int = signal.SIGKILL) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
     proc.communicate(timeout=30)
 
 

@@ -196,6 +196,8 @@ def test_closed_store_refuses_appends(store_dir: Path) -> None:
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.append("t")
+    with pytest.raises(StoreError, match="closed"):
+        list(store.read())
 
 
 def test_store_files_are_where_the_docs_say(store: Store) -> None:
@@ -224,7 +226,8 @@ _appends = st.lists(st.tuples(_topics, st.dictionaries(st.text(max_size=8), _jso
                     min_size=1, max_size=12)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(appends=_appends)
 def test_round_trip(tmp_path_factory: pytest.TempPathFactory,
                     appends: list[tuple[str, dict[str, object], bytes | None, str]]) -> None:

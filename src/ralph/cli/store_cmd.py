@@ -106,8 +106,8 @@ def cas(hash_: Annotated[str, typer.Argument(metavar="HASH", help="sha256-... co
 @app.command()
 def sync(store: StoreOption = None) -> None:
     """Index what was appended since the last sync."""
-    with open_store(store) as opened:
-        result = opened.sync()
+    with open_store(store) as opened, byte_progress("indexing") as progress:
+        result = opened.sync(progress)
     write_json({"indexed": result.frames, "parse_errors": result.errors,
                 "last_seq": result.watermark})
 

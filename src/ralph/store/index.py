@@ -136,6 +136,7 @@ class Index:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._ino: int | None = None
+        self._closed = False
 
     # -- connection and repair --------------------------------------------------------------
 
@@ -149,6 +150,7 @@ class Index:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -175,6 +177,8 @@ class Index:
 
     def _conn_checked(self) -> sqlite3.Connection:
         """The connection, reopened if the file was deleted or replaced under us."""
+        if self._closed:
+            raise StoreError("the store is closed")
         try:
             ino: int | None = self.path.stat().st_ino
         except FileNotFoundError:
@@ -248,49 +252,77 @@ class Index:
 
     # -- sync -------------------------------------------------------------------------------
 
-    def sync(self, *, settle_upto: int | None = None) -> SyncResult:
+    def sync(self, *, settle_upto: int | None = None,
+             progress: Progress | None = None) -> SyncResult:
         """Index what was appended since the last sync.
 
         `settle_upto` is a seq known (under the append lock) to be complete on disk: holes at
         or below it that the files do not fill are permanent (frames removed by gc, or lost),
-        and the watermark moves past them.
+        and the watermark moves past them. `progress(done, total)` counts bytes read.
         """
-        return self._guarded(lambda: self._sync_locked(settle_upto))
+        return self._guarded(lambda: self._sync_locked(settle_upto, progress))
 
-    def _sync_locked(self, settle_upto: int | None) -> SyncResult:
-        frames = errors = 0
+    def _sync_locked(self, settle_upto: int | None, progress: Progress | None) -> SyncResult:
         with self._write() as conn:
-            known = {name: (offset, ino) for name, offset, ino in
-                     conn.execute("SELECT name, byte_offset, ino FROM streams")}
-            seen: set[str] = set()
-            for stream, path in list_streams(self.streams_root):
-                seen.add(stream)
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    continue
-                offset, ino = known.get(stream, (0, st.st_ino))
-                if ino != st.st_ino or st.st_size < offset:
-                    if ino == st.st_ino:
-                        log.warning("stream %s shrank below what was indexed; reindexing it",
-                                    stream)
-                    self._forget_stream(conn, stream)
-                    offset = 0
-                if st.st_size > offset or stream not in known or ino != st.st_ino:
-                    new_offset, added, bad = self._index_stream(conn, stream, path, offset,
-                                                               st.st_size, None)
-                    frames += added
-                    errors += bad
-                    conn.execute(
-                        "INSERT INTO streams (name, byte_offset, ino) VALUES (?, ?, ?) "
-                        "ON CONFLICT (name) DO UPDATE SET byte_offset = excluded.byte_offset, "
-                        "ino = excluded.ino", (stream, new_offset, st.st_ino))
-            for gone in known.keys() - seen:
-                log.warning("stream file of %s is gone; dropping its frames from the index", gone)
-                self._forget_stream(conn, gone)
-                conn.execute("DELETE FROM streams WHERE name = ?", (gone,))
+            frames, errors = self._index_pending(conn, progress)
             watermark, max_seq = self._advance_watermark(conn, settle_upto)
         return SyncResult(frames, errors, watermark, max_seq)
+
+    def _pending(self, conn: sqlite3.Connection) -> list[tuple[str, Path, int, int, int]]:
+        """(stream, path, size, inode, offset to read from) of every stream with new bytes.
+
+        Streams whose file was replaced (gc) or shrank are forgotten and read from the start;
+        streams whose file is gone are dropped from the index.
+        """
+        known = {name: (offset, ino) for name, offset, ino in
+                 conn.execute("SELECT name, byte_offset, ino FROM streams")}
+        work: list[tuple[str, Path, int, int, int]] = []
+        seen: set[str] = set()
+        for stream, path in list_streams(self.streams_root):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            seen.add(stream)
+            offset, ino = known.get(stream, (0, st.st_ino))
+            if ino != st.st_ino or st.st_size < offset:
+                if ino == st.st_ino:
+                    log.warning("stream %s shrank below what was indexed; reindexing it", stream)
+                self._forget_stream(conn, stream)
+                offset = 0
+            if st.st_size > offset or stream not in known or ino != st.st_ino:
+                work.append((stream, path, st.st_size, st.st_ino, offset))
+        for gone in known.keys() - seen:
+            log.warning("stream file of %s is gone; dropping its frames from the index", gone)
+            self._forget_stream(conn, gone)
+            conn.execute("DELETE FROM streams WHERE name = ?", (gone,))
+        return work
+
+    def _index_pending(self, conn: sqlite3.Connection,
+                       progress: Progress | None) -> tuple[int, int]:
+        """Index every stream's new bytes: (frames, parse errors) added."""
+        work = self._pending(conn)
+        total = sum(size - offset for _, _, size, _, offset in work)
+        done = 0
+
+        def advance(nbytes: int) -> None:
+            nonlocal done
+            done += nbytes
+            if progress is not None:
+                progress(done, total)
+
+        frames = errors = 0
+        for stream, path, size, ino, offset in work:
+            new_offset, added, bad = self._index_stream(conn, stream, path, offset, size, advance)
+            frames += added
+            errors += bad
+            conn.execute(
+                "INSERT INTO streams (name, byte_offset, ino) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET byte_offset = excluded.byte_offset, "
+                "ino = excluded.ino", (stream, new_offset, ino))
+        if progress is not None:
+            progress(total, total)
+        return frames, errors
 
     def _forget_stream(self, conn: sqlite3.Connection, stream: str) -> None:
         conn.execute("DELETE FROM frames WHERE stream = ?", (stream,))
@@ -415,34 +447,14 @@ class Index:
         return self._guarded(lambda: self._rebuild_locked(progress))
 
     def _rebuild_locked(self, progress: Progress | None) -> SyncResult:
-        streams = list(list_streams(self.streams_root))
-        total = sum(path.stat().st_size for _, path in streams)
-        done = 0
-
-        def advance(nbytes: int) -> None:
-            nonlocal done
-            done += nbytes
-            if progress is not None:
-                progress(done, total)
-
-        frames = errors = 0
         with self._write() as conn:
+            # Indexes are dropped for the bulk load and created once at the end: faster.
             _run_script(conn, _DROP_INDEXES)
-            conn.execute("DELETE FROM frames")
-            conn.execute("DELETE FROM streams")
-            conn.execute("DELETE FROM event_parse_errors")
-            conn.execute("DELETE FROM index_state")
-            for stream, path in streams:
-                st = path.stat()
-                offset, added, bad = self._index_stream(conn, stream, path, 0, st.st_size, advance)
-                frames += added
-                errors += bad
-                conn.execute("INSERT INTO streams (name, byte_offset, ino) VALUES (?, ?, ?)",
-                             (stream, offset, st.st_ino))
+            for table in ("frames", "streams", "event_parse_errors", "index_state"):
+                conn.execute(f"DELETE FROM {table}")
+            frames, errors = self._index_pending(conn, progress)
             _run_script(conn, _INDEXES)
             watermark, max_seq = self._advance_watermark(conn, None)
-        if progress is not None:
-            progress(total, total)
         return SyncResult(frames, errors, watermark, max_seq)
 
     def reindex_streams(self, names: list[str]) -> None:

@@ -113,13 +113,16 @@ class Store:
             return self._synced_watermark
         return self._sync(raw).watermark
 
-    def sync(self) -> SyncResult:
-        """Index everything appended since the last sync (what reads do implicitly)."""
-        return self._sync(self._writer.peek_head())
+    def sync(self, progress: Progress | None = None) -> SyncResult:
+        """Index everything appended since the last sync (what reads do implicitly).
 
-    def _sync(self, raw: bytes) -> SyncResult:
+        `progress(done, total)` is called with the bytes read so far.
+        """
+        return self._sync(self._writer.peek_head(), progress)
+
+    def _sync(self, raw: bytes, progress: Progress | None = None) -> SyncResult:
         head = Head.decode(raw)
-        result = self._index.sync()
+        result = self._index.sync(progress=progress)
         if result.max_seq > result.watermark or (head is not None
                                                  and result.watermark < head.seq):
             last, raw = self._writer.settle()

@@ -165,6 +165,8 @@ class Writer:
 
     def peek_head(self) -> bytes:
         """The head's current bytes, read without the lock (a cheap 'did anything change')."""
+        if self._closed:  # the descriptor number may already belong to another file
+            raise StoreError("the store is closed")
         return os.pread(self._head_fd, HEAD_SIZE, 0)
 
     # -- the append ------------------------------------------------------------------------
