@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.cli.main import run  # type: ignore[import-untyped,unused-ignore]  # no py.typed
+from ralph.cli.main import run
 from tests.cli.helpers import Cli, Result
 
 

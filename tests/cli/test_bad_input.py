@@ -3,6 +3,7 @@ no traceback, and nothing already stored lost."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -265,10 +266,9 @@ def _index_is_a_directory(store: Path) -> None:
 ])
 @pytest.mark.parametrize("args", [["store", "append", "t"], ["store", "cat"],
                                   ["notes", "list"]])
-def test_store_that_cannot_be_opened(cli: Cli, tmp_path: Path, make: object,
+def test_store_that_cannot_be_opened(cli: Cli, tmp_path: Path, make: Callable[[Path], None],
                                      words: tuple[str, ...], args: list[str]) -> None:
     store = tmp_path / "broken"
-    assert callable(make)
     make(store)
     assert_error(cli(*args, "--store", str(store)), *words)
 

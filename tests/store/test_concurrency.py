@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import signal
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from ralph.store import Store
 from tests.store.helpers import kill_group, run_python, start_python, stream_lines
@@ -198,3 +201,29 @@ def test_another_process_sees_appends_made_here(store: Store) -> None:
     assert result.stdout.strip() == "[1]"
     assert [f.meta["n"] for f in store.read()] == [1, 2]
     assert store.append("x", {"n": 3}).seq == 3
+
+
+def test_bytes_written_behind_the_last_frame_without_the_lock(
+        store_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with Store(store_dir) as store:
+        store.append("t", stream="a")
+    with (store_dir / "streams" / "a.jsonl").open("ab") as handle:
+        handle.write(b"junk written by hand\n")
+    with caplog.at_level(logging.WARNING, logger="ralph.store"), Store(store_dir) as store:
+        assert store.append("t", stream="a").seq == 2
+        assert [e.excerpt for e in store.errors()] == ["junk written by hand"]
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "shorter" not in messages and "recounting" not in messages
+
+
+def test_a_head_pointing_at_something_else_is_recounted(
+        store_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with Store(store_dir) as store:
+        for _ in range(3):
+            store.append("t", stream="a")
+    path = store_dir / "streams" / "a.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join([lines[0], lines[2], lines[1], b""]))  # reordered by hand
+    with caplog.at_level(logging.WARNING, logger="ralph.store"), Store(store_dir) as store:
+        assert store.append("t", stream="a").seq == 4
+    assert any("does not hold frame 3" in r.getMessage() for r in caplog.records)

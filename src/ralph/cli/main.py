@@ -42,6 +42,12 @@ def run(argv: list[str] | None = None) -> int:
         # The reader went away (`ralph store cat | head`): not an error of ours.
         _silence_stdout()
         return 0
+    except SystemExit as exc:
+        # Typer catches a closed stdout itself and calls sys.exit(1) even when not standalone.
+        if isinstance(exc.__context__, BrokenPipeError):
+            _silence_stdout()
+            return 0
+        raise
     except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
         return _usage_error(exc)
     except Exception as exc:

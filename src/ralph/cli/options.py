@@ -17,5 +17,7 @@ StoreOption = Annotated[
 ]
 
 
-def open_store(path: Path | None) -> Store:
-    return Store(store_path(path))
+def open_store(path: Path | None, *, sync_on_open: bool = True) -> Store:
+    """The store at `path` (see StoreOption); `sync` and `rebuild` open it without syncing so
+    that what they report is their own work."""
+    return Store(store_path(path), sync_on_open=sync_on_open)

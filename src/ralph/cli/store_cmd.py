@@ -106,7 +106,8 @@ def cas(hash_: Annotated[str, typer.Argument(metavar="HASH", help="sha256-... co
 @app.command()
 def sync(store: StoreOption = None) -> None:
     """Index what was appended since the last sync."""
-    with open_store(store) as opened, byte_progress("indexing") as progress:
+    with open_store(store, sync_on_open=False) as opened, \
+            byte_progress("indexing") as progress:
         result = opened.sync(progress)
     write_json({"indexed": result.frames, "parse_errors": result.errors,
                 "last_seq": result.watermark})
@@ -115,7 +116,8 @@ def sync(store: StoreOption = None) -> None:
 @app.command()
 def rebuild(store: StoreOption = None) -> None:
     """Recreate the index from the stream files."""
-    with open_store(store) as opened, byte_progress("rebuilding index") as progress:
+    with open_store(store, sync_on_open=False) as opened, \
+            byte_progress("rebuilding index") as progress:
         result = opened.rebuild(progress)
     write_json({"indexed": result.frames, "parse_errors": result.errors,
                 "last_seq": result.watermark})

@@ -206,10 +206,13 @@ class Index:
                     raise self._store_error(exc) from None
                 log.warning("the store index is corrupt (%s); rebuilding it from the stream "
                             "files", exc)
-                self._recreate()
-                return action()
+                try:
+                    self._recreate()
+                    return action()
+                except sqlite3.Error as again:
+                    raise self._store_error(again) from None
 
-    def _store_error(self, exc: sqlite3.DatabaseError) -> StoreError:
+    def _store_error(self, exc: sqlite3.Error) -> StoreError:
         if "full" in str(exc):
             return write_error(OSError(28, "No space left on device"), "the store index")
         return StoreError(f"store index error: {exc}")

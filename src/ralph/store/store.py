@@ -44,7 +44,8 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "batch",
-                 batch_interval_ms: int = 20, max_lag: int = 10_000) -> None:
+                 batch_interval_ms: int = 20, max_lag: int = 10_000,
+                 sync_on_open: bool = True) -> None:
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {', '.join(DURABILITY_MODES)}")
         if max_lag < 1:
@@ -71,7 +72,8 @@ class Store:
         try:
             self._writer.recover()  # closes a torn tail left by a writer that died
             self._index.open()
-            self.refresh()
+            if sync_on_open:  # records a torn tail found above, and whatever else is new
+                self.refresh()
         except BaseException:
             self._writer.close()
             self._index.close()

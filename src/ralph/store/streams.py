@@ -35,11 +35,13 @@ def list_streams(root: Path) -> Iterator[tuple[str, Path]]:
     yield from sorted(found)
 
 
-def last_frame_in(path: Path, stream: str) -> tuple[int, int] | None:
-    """(seq, byte offset) of the last valid frame line in a stream file, or None.
+def last_seq_in(path: Path, stream: str) -> int | None:
+    """The highest seq among the last frames of a stream file, or None if it holds none.
 
-    Reads backwards a chunk at a time, so the cost is the size of the tail, not of the file.
-    A torn last line (no newline) and lines that are not frames are passed over.
+    Reads backwards a chunk at a time until a chunk holds a valid frame, so the cost is the
+    size of the tail, not of the file. Appends write seqs in increasing order, so the last
+    frame has the highest; taking the highest of the whole chunk also covers lines moved by
+    hand. A torn last line (no newline) and lines that are not frames are passed over.
     """
     with path.open("rb") as handle:
         pos = handle.seek(0, os.SEEK_END)
@@ -54,21 +56,17 @@ def last_frame_in(path: Path, stream: str) -> tuple[int, int] | None:
             if start > 0 and parts:
                 carry = parts[0] + b"\n"
                 candidates = parts[1:]
-                offset = start + len(carry)
             else:
                 carry = b"" if start == 0 else data
                 candidates = parts if start == 0 else []
-                offset = start
-            offsets = []
+            seqs = []
             for part in candidates:
-                offsets.append(offset)
-                offset += len(part) + 1
-            for part, part_offset in zip(reversed(candidates), reversed(offsets), strict=True):
                 try:
-                    seq = decode_line(part, stream)[1]
+                    seqs.append(decode_line(part, stream)[1])
                 except LineError:
                     continue
-                return seq, part_offset
+            if seqs:
+                return max(seqs)
         return None
 
 

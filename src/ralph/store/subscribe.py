@@ -122,6 +122,8 @@ class Subscription:
             self._store._index.page,
             topic=self._topic, stream=self._stream, after_seq=self.cursor, upto=upto,
             limit=limit)
+        if self._closed:
+            return
         self._buffer.extend(frames)
         # No await since `upto` was read unless the hub moved on: if it did not, everything
         # matching up to `upto` is buffered or delivered, and the hub pushes only what follows.

@@ -33,7 +33,7 @@ from ralph.store.errors import StoreError
 from ralph.store.frame import LineError, decode_line, encode_frame, format_ts
 from ralph.store.fsio import write_all, write_error
 from ralph.store.ids import IdGenerator
-from ralph.store.streams import ends_torn, last_frame_in, list_streams, stream_path
+from ralph.store.streams import ends_torn, last_seq_in, list_streams, stream_path
 
 log = logging.getLogger("ralph.store")
 
@@ -266,7 +266,12 @@ class Writer:
         stream, offset = head.pending
         outcome = self._check_pending(stream, offset, head.seq)
         if outcome == "lost":
-            log.warning("stream %s is shorter than its head says; recounting", stream)
+            log.warning("stream %s is shorter than the store head says; recounting", stream)
+            self._full_scan(head.gen)
+            return
+        if outcome == "mismatch":
+            log.warning("stream %s does not hold frame %d where the store head says; "
+                        "recounting", stream, head.seq)
             self._full_scan(head.gen)
             return
         self._last_seq = head.seq if outcome == "committed" else head.seq - 1
@@ -278,7 +283,12 @@ class Writer:
             self._known_head = raw
 
     def _check_pending(self, stream: str, offset: int, seq: int) -> str:
-        """committed | absent | torn | lost: what became of frame `seq` meant for `offset`."""
+        """What became of frame `seq`, meant for `offset` in `stream`.
+
+        committed: it is there; absent: nothing was written; torn: part of it was (the
+        line is closed now); lost: the file ends before `offset`; mismatch: something else
+        is there. The last two mean the head cannot be trusted.
+        """
         path = stream_path(self.streams_root, stream)
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND)
@@ -298,8 +308,12 @@ class Writer:
             try:
                 line_seq = decode_line(data[:end], stream)[1]
             except LineError:
-                return "lost"
-            return "committed" if line_seq == seq and end == len(data) - 1 else "lost"
+                line_seq = None
+            if line_seq != seq:
+                return "mismatch"
+            if not data.endswith(b"\n"):  # bytes written after it without the lock, torn
+                self._close_torn(fd, stream, size)
+            return "committed"
         finally:
             os.close(fd)
 
@@ -321,9 +335,9 @@ class Writer:
                     self._close_torn(fd, stream, size)
             finally:
                 os.close(fd)
-            found = last_frame_in(path, stream)
+            found = last_seq_in(path, stream)
             if found is not None:
-                last = max(last, found[0])
+                last = max(last, found)
         self._last_seq = last
         self._gen = gen
         self._write_committed_head(bump=True)

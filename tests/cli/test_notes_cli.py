@@ -1,0 +1,314 @@
+"""`ralph notes add|list` and `ralph demo`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ralph.cli.demo import NOTES
+from tests.cli.helpers import NOTE_KEYS, Cli, check_frame, json_lines, run_ralph, sri
+
+NOTE_TYPES = ["completed", "in_progress", "blocked", "remaining", "learning", "decision"]
+_ID = re.compile(r"[0-9a-z]{25}")
+
+
+def add(cli: Cli, store: Path, note_type: str, text: str, *args: str) -> dict[str, Any]:
+    result = cli("notes", "add", "--type", note_type, text, *args, "--store", str(store))
+    assert result.code == 0, result
+    assert result.err == ""
+    (note,) = json_lines(result.out)
+    return check_note(note)
+
+
+def check_note(note: dict[str, Any]) -> dict[str, Any]:
+    assert list(note) == NOTE_KEYS
+    assert _ID.fullmatch(note["id"])
+    assert type(note["seq"]) is int
+    assert note["ts"].endswith("Z")
+    assert note["type"] in NOTE_TYPES
+    assert note["iteration"] is None or type(note["iteration"]) is int
+    assert isinstance(note["text"], str)
+    return note
+
+
+def list_json(cli: Cli, store: Path, *args: str) -> list[dict[str, Any]]:
+    result = cli("notes", "list", "--json", *args, "--store", str(store))
+    assert result.code == 0, result
+    assert result.err == ""
+    notes = result.json()
+    assert isinstance(notes, list)
+    return [check_note(note) for note in notes]
+
+
+def list_text(cli: Cli, store: Path, *args: str) -> str:
+    result = cli("notes", "list", *args, "--store", str(store))
+    assert result.code == 0, result
+    assert result.err == ""
+    return result.out
+
+
+def groups(text: str) -> dict[str, list[str]]:
+    """The human listing as {heading: [entry lines]}, in the order printed."""
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("  "):
+            assert current is not None, text
+            found[current].append(line)
+        else:
+            current = line
+            found[current] = []
+    return found
+
+
+@pytest.fixture
+def several(cli: Cli, cli_store: Path) -> list[dict[str, Any]]:
+    """A note of every type over two sessions, with and without iterations."""
+    return [
+        add(cli, cli_store, "remaining", "Write the store"),
+        add(cli, cli_store, "in_progress", "Store: append and index", "--iteration", "1"),
+        add(cli, cli_store, "learning", "flock serialises appends\nacross processes",
+            "--iteration", "1"),
+        add(cli, cli_store, "completed", "Event store", "--iteration", "1", "--name", "auth"),
+        add(cli, cli_store, "decision", "Notes live in the content store ✓", "--name", "auth"),
+        add(cli, cli_store, "blocked", "Waiting for [bold]the loop[/bold]", "--iteration", "3"),
+        add(cli, cli_store, "completed", "Notes CLI", "--iteration", "2"),
+    ]
+
+
+# -- add --------------------------------------------------------------------------------------
+
+
+def test_add_prints_the_note(cli: Cli, cli_store: Path) -> None:
+    note = add(cli, cli_store, "learning", "SQLite WAL needs one writer", "--name", "s-1_x",
+               "--iteration", "4")
+    assert note["session"] == "s-1_x"
+    assert note["type"] == "learning"
+    assert note["iteration"] == 4
+    assert note["text"] == "SQLite WAL needs one writer"
+    assert note["seq"] == 1
+
+
+def test_add_defaults_to_the_default_session_without_iteration(cli: Cli,
+                                                               cli_store: Path) -> None:
+    note = add(cli, cli_store, "remaining", "todo")
+    assert note["session"] == "default"
+    assert note["iteration"] is None
+
+
+@pytest.mark.parametrize("note_type", NOTE_TYPES)
+def test_every_note_type(cli: Cli, cli_store: Path, note_type: str) -> None:
+    note = add(cli, cli_store, note_type, f"a {note_type} note")
+    assert note["type"] == note_type
+    assert list_json(cli, cli_store) == [note]
+
+
+def test_a_note_is_a_frame_with_its_text_in_the_content_store(cli: Cli,
+                                                              cli_store: Path) -> None:
+    text = "line one\nline two ✓"
+    with_iteration = add(cli, cli_store, "decision", text, "--name", "auth", "--iteration", "2")
+    without = add(cli, cli_store, "remaining", "later")
+    frames = cli("store", "cat", "--store", str(cli_store)).frames()
+    assert len(frames) == 2
+    check_frame(frames[0], topic="ralph.auth.note", stream="sessions/auth",
+                meta={"type": "decision", "iteration": 2}, content=text.encode())
+    check_frame(frames[1], topic="ralph.default.note", stream="sessions/default",
+                meta={"type": "remaining"}, content=b"later")
+    assert "iteration" not in frames[1]["meta"]
+    assert [f["id"] for f in frames] == [with_iteration["id"], without["id"]]
+    assert [f["seq"] for f in frames] == [with_iteration["seq"], without["seq"]]
+    assert [f["ts"] for f in frames] == [with_iteration["ts"], without["ts"]]
+    content = cli("store", "cas", frames[0]["hash"], "--store", str(cli_store))
+    assert content.out == text
+
+
+def test_a_frame_appended_like_the_spec_is_a_note(cli: Cli, cli_store: Path) -> None:
+    """`xs append ralph.<name>.note --meta {...}` with the text piped: the spec's way."""
+    frame = cli("store", "append", "ralph.spec.note", "--meta",
+                '{"type": "blocked", "iteration": 5}', "--stream", "sessions/spec",
+                "--store", str(cli_store), stdin=b"needs review").frames()[0]
+    assert frame["hash"] == sri(b"needs review")
+    (note,) = list_json(cli, cli_store)
+    assert note == {"id": frame["id"], "seq": frame["seq"], "ts": frame["ts"],
+                    "session": "spec", "type": "blocked", "iteration": 5,
+                    "text": "needs review"}
+
+
+# -- list --------------------------------------------------------------------------------------
+
+
+def test_list_json_round_trip(cli: Cli, cli_store: Path, several: list[dict[str, Any]]) -> None:
+    assert list_json(cli, cli_store) == several
+    texts = [note["text"] for note in list_json(cli, cli_store)]
+    assert "flock serialises appends\nacross processes" in texts
+
+
+def test_list_filters_by_type(cli: Cli, cli_store: Path, several: list[dict[str, Any]]) -> None:
+    assert list_json(cli, cli_store, "--type", "completed") == [several[3], several[6]]
+    assert list_json(cli, cli_store, "--type", "blocked") == [several[5]]
+    for note_type in NOTE_TYPES:
+        listed = list_json(cli, cli_store, "--type", note_type)
+        assert listed == [n for n in several if n["type"] == note_type]
+
+
+def test_list_filters_by_session(cli: Cli, cli_store: Path,
+                                 several: list[dict[str, Any]]) -> None:
+    assert list_json(cli, cli_store, "--name", "auth") == several[3:5]
+    assert list_json(cli, cli_store, "--name", "default") == [
+        n for n in several if n["session"] == "default"]
+    assert list_json(cli, cli_store, "--name", "nobody") == []
+    assert list_json(cli, cli_store, "--name", "auth", "--type", "completed") == [several[3]]
+    assert list_json(cli, cli_store, "--name", "auth", "--type", "blocked") == []
+
+
+def test_list_ignores_frames_that_are_not_notes(cli: Cli, cli_store: Path) -> None:
+    for topic in ("ralph.default.other", "ralph.run.started", "ralph", "notes.note",
+                  "ralph.a.b.note"):
+        assert cli("store", "append", topic, "--store", str(cli_store)).code == 0
+    assert list_json(cli, cli_store) == []
+    assert list_text(cli, cli_store) == "no notes\n"
+    note = add(cli, cli_store, "learning", "the only note")
+    assert list_json(cli, cli_store) == [note]
+
+
+def test_list_groups_by_type(cli: Cli, cli_store: Path, several: list[dict[str, Any]]) -> None:
+    text = list_text(cli, cli_store)
+    found = groups(text)
+    # Types in the spec's order, each with its count; only types that have notes.
+    assert list(found) == ["completed (2)", "in_progress (1)", "blocked (1)", "remaining (1)",
+                           "learning (1)", "decision (1)"]
+    completed = found["completed (2)"]
+    assert "Event store" in completed[0]
+    assert "auth" in completed[0]  # several sessions: each entry names its session
+    assert "iteration 1" in completed[0]
+    assert "Notes CLI" in completed[1]
+    assert "default" in completed[1]
+    assert "iteration 2" in completed[1]
+    (blocked,) = found["blocked (1)"]
+    assert "Waiting for [bold]the loop[/bold]" in blocked  # markup in a note is text
+    (learning,) = found["learning (1)"]
+    assert "flock serialises appends across processes" in learning  # one line per note
+    (remaining,) = found["remaining (1)"]
+    assert "iteration" not in remaining
+    assert " - " in remaining
+    for entries in found.values():
+        for entry in entries:
+            assert re.match(r"  \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}  ", entry), entry
+
+
+def test_list_of_one_session_omits_the_session(cli: Cli, cli_store: Path,
+                                               several: list[dict[str, Any]]) -> None:
+    found = groups(list_text(cli, cli_store, "--name", "auth"))
+    assert list(found) == ["completed (1)", "decision (1)"]
+    assert "auth" not in found["completed (1)"][0]
+    assert "Event store" in found["completed (1)"][0]
+
+
+def test_list_with_a_type_filter(cli: Cli, cli_store: Path,
+                                 several: list[dict[str, Any]]) -> None:
+    found = groups(list_text(cli, cli_store, "--type", "completed"))
+    assert list(found) == ["completed (2)"]
+
+
+def test_list_without_notes(cli: Cli, cli_store: Path) -> None:
+    assert list_text(cli, cli_store) == "no notes\n"
+    assert list_json(cli, cli_store) == []
+    add(cli, cli_store, "learning", "x")
+    assert list_text(cli, cli_store, "--type", "blocked") == "no notes\n"
+    assert list_text(cli, cli_store, "--name", "other") == "no notes\n"
+    assert list_json(cli, cli_store, "--type", "blocked") == []
+
+
+def test_notes_from_child_processes(cli_store: Path) -> None:
+    added = run_ralph("notes", "add", "--type", "completed", "from a child", "--name", "kid",
+                      "--iteration", "7", "--store", str(cli_store))
+    assert added.code == 0, added
+    assert added.err == ""
+    (note,) = json_lines(added.out)
+    listed = run_ralph("notes", "list", "--json", "--store", str(cli_store))
+    assert listed.code == 0
+    assert listed.json() == [note]
+    human = run_ralph("notes", "list", "--store", str(cli_store))
+    assert human.out.splitlines()[0] == "completed (1)"
+    assert "iteration 7" in human.out
+    assert "from a child" in human.out
+    assert "\x1b" not in human.out  # no colour codes when stdout is not a terminal
+
+
+def test_notes_use_the_environment_store(cli: Cli, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RALPH_STORE", str(tmp_path / "env-notes"))
+    result = cli("notes", "add", "--type", "learning", "via env")
+    assert result.code == 0
+    listed = cli("notes", "list", "--json")
+    assert [n["text"] for n in listed.json()] == ["via env"]
+    assert (tmp_path / "env-notes" / "streams" / "sessions" / "default.jsonl").is_file()
+
+
+# -- demo -------------------------------------------------------------------------------------
+
+
+def _demo_dirs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("ralph-demo-*"))
+
+
+def _workdir(out: str) -> Path:
+    match = re.search(r"demo in (\S+)", out)
+    assert match, out
+    return Path(match.group(1))
+
+
+def test_demo(tmp_path: Path) -> None:
+    before = _demo_dirs()
+    result = run_ralph("demo", "--delay", "0", timeout=120)
+    assert result.code == 0, result
+    assert "Traceback" not in result.err
+    workdir = _workdir(result.out)
+    assert workdir.name.startswith("ralph-demo-")
+    assert not workdir.exists()
+    assert _demo_dirs() - before == set()
+
+    lines = result.out.splitlines()
+    followed = [line for line in lines if re.match(r"\s+seq\s+\d+\s", line)]
+    assert [int(line.split()[1]) for line in followed] == list(range(1, len(NOTES) + 1))
+    for (note_type, iteration, text), line in zip(NOTES, followed, strict=True):
+        assert note_type in line
+        assert text in line
+        assert (f"(iteration {iteration})" in line) == (iteration is not None)
+    # Then the listing, grouped by type.
+    listing = result.out.split("ralph notes list --name demo", 1)[1]
+    for _, _, text in NOTES:
+        assert text in listing
+    assert "completed (2)" in listing
+
+
+def test_demo_keep_leaves_a_store_with_the_notes(tmp_path: Path) -> None:
+    result = run_ralph("demo", "--delay", "0", "--keep", timeout=120)
+    workdir = _workdir(result.out)
+    try:
+        assert result.code == 0, result
+        assert f"kept {workdir}" in result.out
+        store = workdir / ".ralph" / "store"
+        listed = run_ralph("notes", "list", "--json", "--name", "demo", "--store", str(store))
+        notes = listed.json()
+        assert [(n["type"], n["iteration"], n["text"]) for n in notes] == [
+            tuple(note) for note in NOTES]
+        assert {n["session"] for n in notes} == {"demo"}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_demo_rejects_a_negative_delay(cli: Cli) -> None:
+    before = _demo_dirs()
+    result = cli("demo", "--delay", "-1")
+    assert result.code == 2
+    assert result.out == ""
+    assert result.err.startswith("error: ")
+    assert "--delay" in result.err
+    assert len(result.err.splitlines()) == 1
+    assert _demo_dirs() == before
