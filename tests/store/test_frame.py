@@ -24,8 +24,8 @@ from ralph.store.frame import (
     sri_from_digest,
     topic_filter,
 )
+from ralph.store.head import BOOT_ID, Head, pending_head
 from ralph.store.ids import IdGenerator, encode_base36
-from ralph.store.writer import BOOT_ID, Head, _pending_head
 
 
 @pytest.mark.parametrize("topic", ["a", "_x", "ralph.auth-feature.note", "run.started",
@@ -163,7 +163,7 @@ def test_base36_matches_the_reference_encoding() -> None:
 
 
 def test_pending_head_decodes_like_head() -> None:
-    raw = _pending_head(12, 3, "runs/a", 456)
+    raw = pending_head(12, 3, "runs/a", 456)
     assert Head.decode(raw) == Head(12, 3, BOOT_ID, ("runs/a", 456))
     assert Head.decode(Head(5, 1, BOOT_ID, None).encode()) == Head(5, 1, BOOT_ID, None)
     assert Head.decode(b"") is None

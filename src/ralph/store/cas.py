@@ -127,5 +127,9 @@ class ContentStore:
                     digest = bytes.fromhex(sub.name + blob.name)
                 except ValueError:
                     continue
+                try:
+                    size = blob.stat().st_size
+                except FileNotFoundError:  # removed meanwhile (a concurrent gc)
+                    continue
                 if len(digest) == 32:
-                    yield sri_from_digest(digest), blob.stat().st_size
+                    yield sri_from_digest(digest), size

@@ -7,7 +7,6 @@ base-36 encoding here does the same work with a table of digit triples.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -39,9 +38,9 @@ class IdGenerator:
     """Not thread-safe: the writer calls it with its lock held."""
 
     def __init__(self) -> None:
-        self._rng = random.Random()  # seeded from os.urandom; reseeded in forked children
-        self._gen = scru128.Scru128Generator(rng=self._rng)
-        os.register_at_fork(after_in_child=self._rng.seed)
+        # Seeded from os.urandom. A Store refuses to work across fork(), so a child never
+        # continues this sequence.
+        self._gen = scru128.Scru128Generator(rng=random.Random())
 
     def next(self) -> tuple[str, int]:
         """(id, its timestamp in ms)."""

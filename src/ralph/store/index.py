@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import orjson
 
@@ -66,8 +67,9 @@ CREATE INDEX IF NOT EXISTS frames_topic ON frames (topic);
 CREATE INDEX IF NOT EXISTS frames_stream ON frames (stream);
 CREATE INDEX IF NOT EXISTS frames_ts ON frames (ts);
 """
+# The unique index on id stays during a rebuild: a duplicated line must be set aside as a
+# parse error while loading, not make the final CREATE UNIQUE INDEX fail.
 _DROP_INDEXES = """
-DROP INDEX IF EXISTS frames_id;
 DROP INDEX IF EXISTS frames_topic;
 DROP INDEX IF EXISTS frames_stream;
 DROP INDEX IF EXISTS frames_ts;
@@ -234,7 +236,8 @@ class Index:
         try:
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O)
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
 
@@ -249,9 +252,6 @@ class Index:
     def _set_state(conn: sqlite3.Connection, key: str, value: int) -> None:
         conn.execute("INSERT INTO index_state (key, value) VALUES (?, ?) "
                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
-
-    def watermark(self) -> int:
-        return self._guarded(lambda: self._state(self._conn_checked(), "watermark"))
 
     # -- sync -------------------------------------------------------------------------------
 
@@ -316,7 +316,15 @@ class Index:
 
         frames = errors = 0
         for stream, path, size, ino, offset in work:
-            new_offset, added, bad = self._index_stream(conn, stream, path, offset, size, advance)
+            try:
+                handle = path.open("rb")
+            except FileNotFoundError:  # removed since it was listed (gc): next sync sees it
+                continue
+            with handle:
+                if os.fstat(handle.fileno()).st_ino != ino:
+                    continue  # replaced since it was listed (gc): the next sync reindexes it
+                new_offset, added, bad = self._index_stream(conn, stream, handle, offset, size,
+                                                            advance)
             frames += added
             errors += bad
             conn.execute(
@@ -350,9 +358,11 @@ class Index:
         top = conn.execute("SELECT MAX(seq) FROM frames").fetchone()[0] or 0
         return watermark, max(top, watermark)
 
-    def _index_stream(self, conn: sqlite3.Connection, stream: str, path: Path, offset: int,
-                      size: int, progress: Callable[[int], None] | None) -> tuple[int, int, int]:
-        """Index the complete lines of `path` in [offset, size): (new offset, frames, errors).
+    def _index_stream(self, conn: sqlite3.Connection, stream: str, handle: BinaryIO,
+                      offset: int, size: int, progress: Callable[[int], None] | None
+                      ) -> tuple[int, int, int]:
+        """Index the complete lines of a stream file in [offset, size): (new offset, frames,
+        errors).
 
         A trailing piece without its newline is left for the next sync: a writer may be
         writing it right now, and a torn one is closed by the next append.
@@ -361,38 +371,37 @@ class Index:
         bad: list[tuple[Any, ...]] = []
         frames = errors = 0
         pos = offset
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            carry = b""
-            remaining = size - offset
-            while remaining > 0:
-                chunk = handle.read(min(_READ_CHUNK, remaining))
-                if not chunk:
-                    break
-                remaining -= len(chunk)
-                data = carry + chunk if carry else chunk
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    carry = data
-                    continue
-                carry = data[cut + 1:]
-                line_start = pos
-                for line in data[:cut].split(b"\n"):
-                    if line.strip():
-                        try:
-                            frame_id, seq, ts, topic, meta, hash_ = decode_line(line, stream)
-                        except LineError as exc:
-                            bad.append(self._error_row(stream, line_start, line, str(exc)))
-                        else:
-                            rows.append((seq, frame_id, ts, topic, stream,
-                                         orjson.dumps(meta).decode(), hash_, line_start))
-                    line_start += len(line) + 1
-                pos = line_start
-                if len(rows) >= _INSERT_BATCH:
-                    frames += self._insert(conn, rows, bad)
-                    rows = []
-                if progress is not None:
-                    progress(len(chunk))
+        handle.seek(offset)
+        carry = b""
+        remaining = size - offset
+        while remaining > 0:
+            chunk = handle.read(min(_READ_CHUNK, remaining))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = data
+                continue
+            carry = data[cut + 1:]
+            line_start = pos
+            for line in data[:cut].split(b"\n"):
+                if line.strip():
+                    try:
+                        frame_id, seq, ts, topic, meta, hash_ = decode_line(line, stream)
+                    except LineError as exc:
+                        bad.append(self._error_row(stream, line_start, line, str(exc)))
+                    else:
+                        rows.append((seq, frame_id, ts, topic, stream,
+                                     orjson.dumps(meta).decode(), hash_, line_start))
+                line_start += len(line) + 1
+            pos = line_start
+            if len(rows) >= _INSERT_BATCH:
+                frames += self._insert(conn, rows, bad)
+                rows = []
+            if progress is not None:
+                progress(len(chunk))
         frames += self._insert(conn, rows, bad)
         if bad:
             errors = self._record_errors(conn, bad)
@@ -518,6 +527,7 @@ class Index:
             "SELECT topic, COUNT(*) FROM frames GROUP BY topic ORDER BY topic").fetchall())
 
     def referenced_hashes(self) -> set[str]:
+        """Every content hash some indexed frame refers to."""
         return {row[0] for row in self._guarded(lambda: self._conn_checked().execute(
             "SELECT DISTINCT hash FROM frames WHERE hash IS NOT NULL").fetchall())}
 

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Literal
 import orjson
 
 from ralph.store.errors import InvalidPolicyError
-from ralph.store.frame import check_topic, format_ts, topic_filter
+from ralph.store.frame import format_ts, topic_filter
 from ralph.store.fsio import fsync_dir, write_error
+from ralph.store.head import write_seq_floor
 from ralph.store.streams import stream_path
 
 if TYPE_CHECKING:
@@ -87,6 +88,8 @@ def load_rules(store_path: Path) -> list[Rule]:
         body = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise InvalidPolicyError(f"{path} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise InvalidPolicyError(f"cannot read {path}: {exc.strerror}") from None
     if not isinstance(body, dict) or not all(isinstance(v, str) for v in body.values()):
         raise InvalidPolicyError(f"{path} must be a JSON object of topic: policy strings")
     return [Rule.of(topic, policy) for topic, policy in body.items()]
@@ -116,18 +119,30 @@ def collect_garbage(store: Store, rules: list[Rule], *, dry_run: bool = False,
     writer, index, cas = store._writer, store._index, store._cas
     now = int(time.time() * 1000) if now_ms is None else now_ms
     with writer.locked():
-        index.sync(settle_upto=writer.verify_locked())
+        last = writer.verify_locked()
+        index.sync(settle_upto=last)
         doomed = _expired(store, rules, now)
         removed = sum(len(seqs) for seqs in doomed.values())
         freed = 0
         if not dry_run and doomed:
-            for stream, seqs in doomed.items():
-                freed += _rewrite_stream(stream_path(store.path / "streams", stream), seqs)
+            try:
+                write_seq_floor(store.path, last)  # removed seqs are never handed out again
+            except OSError as exc:
+                raise write_error(exc, "the seq floor") from None
+            # Before any file changes: should gc die halfway, every writer still reopens its
+            # descriptors instead of appending to a file that was replaced.
             writer.bump_generation()
-            index.reindex_streams(sorted(doomed))
-        all_doomed = set().union(*doomed.values()) if dry_run and doomed else set()
-        kept = {h for seq, h in index.execute("SELECT seq, hash FROM frames WHERE hash IS NOT "
-                                              "NULL") if seq not in all_doomed}
+            try:
+                for stream, seqs in doomed.items():
+                    freed += _rewrite_stream(stream_path(store.path / "streams", stream), seqs)
+            finally:
+                index.reindex_streams(sorted(doomed))
+        if dry_run:
+            gone = set().union(*doomed.values()) if doomed else set()
+            kept = {h for seq, h in index.execute("SELECT seq, hash FROM frames WHERE hash IS "
+                                                  "NOT NULL") if seq not in gone}
+        else:
+            kept = index.referenced_hashes()
         orphans = [(h, size) for h, size in cas.hashes() if h not in kept]
         if not dry_run:
             freed += sum(cas.remove(h) for h, _ in orphans)
@@ -146,7 +161,6 @@ def _expired(store: Store, rules: list[Rule], now_ms: int) -> dict[str, set[int]
         rule = rule_for(topic, rules)
         if rule is None:
             continue
-        check_topic(topic)
         if rule.policy.kind == "last":
             rows = index.execute("SELECT seq, stream FROM frames WHERE topic = ? "
                                  "ORDER BY seq DESC LIMIT -1 OFFSET ?",

@@ -26,10 +26,11 @@ from ralph.store.frame import (
     parse_ts_ms,
     topic_filter,
 )
+from ralph.store.head import Head
 from ralph.store.index import Index, ParseError, Progress, SyncResult, TopicQuery
 from ralph.store.retention import GcReport, Rule, collect_garbage, load_rules
 from ralph.store.subscribe import Hub, Lag, Subscription
-from ralph.store.writer import DURABILITY_MODES, Durability, Head, Writer
+from ralph.store.writer import DURABILITY_MODES, Durability, Writer
 
 _PAGE = 1000
 _VALID_NAMES_CACHE = 4096
@@ -67,10 +68,10 @@ class Store:
         self._valid_streams: set[str] = set()
         self._hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
         self._hubs_lock = threading.Lock()
-        self._synced_head: bytes | None = None
-        self._synced_watermark = 0
+        # (head bytes, watermark) of the last sync: one tuple, so threads never see a mix.
+        self._synced: tuple[bytes, int] | None = None
         try:
-            self._writer.recover()  # closes a torn tail left by a writer that died
+            self._writer.settle()  # closes a torn tail left by a writer that died
             self._index.open()
             if sync_on_open:  # records a torn tail found above, and whatever else is new
                 self.refresh()
@@ -111,8 +112,9 @@ class Store:
         so readers always see a gapless prefix of the log.
         """
         raw = self._writer.peek_head()
-        if raw == self._synced_head:
-            return self._synced_watermark
+        synced = self._synced
+        if synced is not None and synced[0] == raw:
+            return synced[1]
         return self._sync(raw).watermark
 
     def sync(self, progress: Progress | None = None) -> SyncResult:
@@ -129,7 +131,7 @@ class Store:
                                                  and result.watermark < head.seq):
             last, raw = self._writer.settle()
             result = self._index.sync(settle_upto=last)
-        self._synced_head, self._synced_watermark = raw, result.watermark
+        self._synced = (raw, result.watermark)
         return result
 
     def rebuild(self, progress: Progress | None = None) -> SyncResult:
@@ -149,8 +151,7 @@ class Store:
 
     def last(self, topic: str, n: int = 1) -> list[Frame]:
         """The last `n` frames of a topic (or `prefix.*`), oldest first."""
-        if n < 1:
-            raise InvalidQueryError("n must be at least 1")
+        _check_count("n", n, minimum=1)
         query = TopicQuery(*topic_filter(topic))
         upto = self.refresh()
         frames = self._index.page(topic=query, upto=upto, limit=n, newest_first=True)
@@ -168,8 +169,10 @@ class Store:
         query = None if topic is None else TopicQuery(*topic_filter(topic))
         if stream is not None:
             check_stream(stream)
-        if limit is not None and limit < 0:
-            raise InvalidQueryError("limit must not be negative")
+        if limit is not None:
+            _check_count("limit", limit)
+        if after_seq is not None:
+            _check_count("after_seq", after_seq)
         bounds = (_ts_bound(since), _ts_bound(until))
         upto = self.refresh()
         return self._pages(query, stream, after_seq or 0, limit, upto, *bounds)
@@ -211,6 +214,8 @@ class Store:
         query = None if topic is None else TopicQuery(*topic_filter(topic))
         if stream is not None:
             check_stream(stream)
+        if after_seq is not None:
+            _check_count("after_seq", after_seq)
         return Subscription(self, query, stream, after_seq or 0, self.max_lag, on_lag)
 
     async def _hub(self) -> Hub:
@@ -241,9 +246,9 @@ class Store:
     def stats(self) -> dict[str, Any]:
         self.refresh()
         counts = self._index.counts()
-        stream_bytes = sum(p.stat().st_size for p in (self.path / "streams").rglob("*.jsonl"))
+        stream_bytes = sum(_size(p) for p in (self.path / "streams").rglob("*.jsonl"))
         blobs = list(self._cas.hashes())
-        index_bytes = sum(p.stat().st_size for p in self.path.glob("index.sqlite*"))
+        index_bytes = sum(_size(p) for p in self.path.glob("index.sqlite*"))
         return {
             "path": str(self.path),
             "durability": self.durability,
@@ -281,11 +286,28 @@ class Store:
         self.close()
 
 
+def _size(path: Path) -> int:
+    """A file's size, 0 if it vanished meanwhile (gc, a rebuild)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+_MAX_SQL_INT = 2**63 - 1
+
+
+def _check_count(name: str, value: int, minimum: int = 0) -> None:
+    """A seq, limit or count must fit SQLite's integers (and make sense)."""
+    if not minimum <= value <= _MAX_SQL_INT:
+        raise InvalidQueryError(f"{name} must be between {minimum} and {_MAX_SQL_INT}")
 
 
 def _ts_bound(value: datetime | str | None) -> str | None:

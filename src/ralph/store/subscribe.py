@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import watchfiles
 
+from ralph.store.errors import StoreError
 from ralph.store.frame import Frame
 from ralph.store.index import TopicQuery
 
@@ -34,6 +35,7 @@ log = logging.getLogger("ralph.store")
 PAGE = 500
 _SAFETY_POLL_MS = 1000  # a missed file event costs at most this much latency
 _FALLBACK_POLL_S = 0.02
+_MAX_FAILURES = 8  # consecutive failed refreshes (about 20 s of retrying) before giving up
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Subscription:
         self._wake = asyncio.Event()
         self._hub: Hub | None = None
         self._closed = False
+        self._error: StoreError | None = None
         self.lags = 0
 
     def matches(self, frame: Frame) -> bool:
@@ -98,6 +101,8 @@ class Subscription:
 
     async def __anext__(self) -> Frame:
         while True:
+            if self._error is not None:
+                raise self._error
             if self._closed:
                 raise StopAsyncIteration
             while self._buffer:
@@ -130,6 +135,11 @@ class Subscription:
         if len(frames) < limit and hub.pushed_upto == upto:
             self._live = True
             hub.live.add(self)
+
+    def fail(self, error: StoreError) -> None:
+        """End this subscription with an error (the hub could not read the store any more)."""
+        self._error = error
+        self.close()
 
     async def aclose(self) -> None:
         self.close()
@@ -187,6 +197,7 @@ class Hub:
                 self._wake.set()
 
     async def _run(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             await self._wake.wait()
             self._wake.clear()
@@ -203,10 +214,26 @@ class Hub:
                         for sub in list(self.live):
                             sub.offer(frame)
                     self.pushed_upto = frames[-1].seq if len(frames) == PAGE else watermark
-            except Exception:  # a store error must not end delivery for good: retry
-                log.exception("store subscription refresh failed; retrying")
-                await asyncio.sleep(0.1)
+            except Exception as exc:  # a passing failure (a locked index) is retried
+                failures += 1
+                if failures >= _MAX_FAILURES:
+                    self._fail(exc)
+                    return
+                delay = min(0.1 * 2**failures, 5.0)
+                log.warning("store subscription could not read new frames (%s); retrying in "
+                            "%.1f s", exc, delay)
+                await asyncio.sleep(delay)
                 self._wake.set()
+            else:
+                failures = 0
+
+    def _fail(self, exc: Exception) -> None:
+        """Give up: every subscriber's next step raises the error, instead of waiting forever."""
+        error = exc if isinstance(exc, StoreError) else StoreError(
+            f"store subscription failed: {exc}")
+        for sub in list(self.subscribers):
+            sub.fail(error)
+        self.close()
 
     def remove(self, sub: Subscription) -> None:
         self.subscribers.discard(sub)

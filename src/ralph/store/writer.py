@@ -1,17 +1,17 @@
 """The append path: a store-wide lock, a gapless seq, one complete line per frame.
 
-Appends from any number of processes are serialised by `flock` on the head file. The head
-records the last seq handed out; before writing frame K to stream T at offset O, a writer
-records the intent (K, T, O) in the head, then writes the line. The next writer can therefore
-tell, from the head alone, whether frame K reached its stream: if the line at O in T is frame
-K it was committed, if T ends at O it never began, and if T holds part of a line the writer
-died mid-line (a torn tail), which is closed with a newline so the next frame starts on a fresh
-line and the torn bytes are recorded as a parse error by the index. In the common case the head
-still holds the bytes this process wrote last, and none of that checking is needed.
+Appends from any number of threads and processes are serialised by `flock` on the head file
+(see head.py for its format). Before writing frame K to stream T at offset O, a writer records
+the intent (K, T, O) in the head, then writes the line. The next writer can therefore tell,
+from the head alone, whether frame K reached its stream: if the line at O in T is frame K it
+was committed; if T ends at O it never began; if T holds part of a line the writer died
+mid-line (a torn tail), which is closed with a newline so the next frame starts on a fresh
+line and the torn bytes are recorded as a parse error by the index. In the common case the
+head still holds the bytes this process wrote last, and none of that checking is needed.
 
-The head also carries the boot id: after a reboot (a power loss may have dropped frames that
-were never fsynced) the head is not trusted and the last seq is recomputed from the tails of
-every stream file.
+After a reboot (a power loss may have dropped frames that were never fsynced) or when the
+head does not match the files, the last seq is recounted from the tails of every stream file,
+never going below the seq floor that gc records.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import orjson
-
 from ralph.store.cas import ContentStore
 from ralph.store.errors import StoreError
 from ralph.store.frame import LineError, decode_line, encode_frame, format_ts
-from ralph.store.fsio import write_all, write_error
+from ralph.store.fsio import fsync_dir, write_all, write_error
+from ralph.store.groupcommit import GroupCommit, dup_for_sync, sync_and_close
+from ralph.store.head import BOOT_ID, HEAD_SIZE, Head, pending_head, read_seq_floor
 from ralph.store.ids import IdGenerator
 from ralph.store.streams import ends_torn, last_seq_in, list_streams, stream_path
 
@@ -39,56 +39,7 @@ log = logging.getLogger("ralph.store")
 
 Durability = Literal["always", "batch", "never"]
 DURABILITY_MODES: tuple[Durability, ...] = ("always", "batch", "never")
-HEAD_SIZE = 1024
-_HEAD_VERSION = 1
-
-
-def _read_boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-BOOT_ID = _read_boot_id()
-
-
-@dataclass(frozen=True)
-class Head:
-    """The decoded head: `seq` is the last seq handed out; `pending` its unconfirmed place."""
-
-    seq: int
-    gen: int
-    boot: str
-    pending: tuple[str, int] | None
-
-    def encode(self) -> bytes:
-        body: dict[str, object] = {"v": _HEAD_VERSION, "seq": self.seq, "gen": self.gen,
-                                   "boot": self.boot}
-        if self.pending is not None:
-            body["stream"], body["offset"] = self.pending
-        raw = orjson.dumps(body)
-        return raw + b" " * (HEAD_SIZE - 1 - len(raw)) + b"\n"
-
-    @classmethod
-    def decode(cls, raw: bytes) -> Head | None:
-        try:
-            body = orjson.loads(raw)
-            if body.get("v") != _HEAD_VERSION:
-                return None
-            pending = (str(body["stream"]), int(body["offset"])) if "stream" in body else None
-            return cls(int(body["seq"]), int(body["gen"]), str(body["boot"]), pending)
-        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
-            return None
-
-
-_PENDING_HEAD = b'{"v":%d,"seq":%%d,"gen":%%d,"boot":"%s","stream":"%%s","offset":%%d}' % (
-    _HEAD_VERSION, BOOT_ID.encode())
-
-
-def _pending_head(seq: int, gen: int, stream: str, offset: int) -> bytes:
-    """Head.encode() for a pending frame, formatted directly (the append path's version)."""
-    return (_PENDING_HEAD % (seq, gen, stream.encode(), offset)).ljust(HEAD_SIZE - 1) + b"\n"
+Outcome = Literal["committed", "absent", "torn", "lost", "mismatch"]
 
 
 @dataclass(frozen=True)
@@ -103,70 +54,69 @@ class Appended:
 
 
 class Writer:
-    """Owns the head file, the cached stream descriptors and the group-commit thread."""
+    """Owns the head file, the cached stream descriptors and the group commit."""
 
     def __init__(self, root: Path, cas: ContentStore, durability: Durability,
                  batch_interval_ms: int) -> None:
         self.root = root
         self.streams_root = root / "streams"
-        self.head_path = root / "head"
         self.durability = durability
-        self.batch_interval = batch_interval_ms / 1000
         self.repairs = 0  # torn tails closed by this writer, for stats and tests
         self._cas = cas
         self._mutex = threading.Lock()
         self._ids = IdGenerator()
+        self._pid = os.getpid()
         try:
-            self._head_fd = os.open(self.head_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._head_fd = os.open(root / "head", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise write_error(exc, f"store head {self.head_path}") from None
+            raise write_error(exc, f"the store head in {root}") from None
         self._known_head: bytes | None = None  # head bytes this process wrote or verified
         self._last_seq = 0
         self._gen = 0
         self._fds: dict[str, int] = {}
         self._sizes: dict[str, int] = {}  # valid only while the head still holds _known_head
         self._dirty: set[str] = set()
-        self._flush_wanted = threading.Event()
-        self._closing = threading.Event()
         self._closed = False
-        self._flusher: threading.Thread | None = None
+        self._commit = GroupCommit(batch_interval_ms / 1000, self._mutex, self._collect_dirty)
 
     # -- locking ---------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise StoreError("the store is closed")
+        if os.getpid() != self._pid:
+            # flock belongs to the open file description, which a forked child shares: both
+            # processes would "hold" the lock at once.
+            raise StoreError("a Store cannot be used across fork(); open a new one in the child")
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the store-wide append lock (threads of this process and other processes)."""
         with self._mutex:
-            if self._closed:
-                raise StoreError("the store is closed")
+            self._check_usable()
             fcntl.flock(self._head_fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(self._head_fd, fcntl.LOCK_UN)
 
-    def recover(self) -> int:
-        """Check the head (closing a torn tail if a writer died); return the last seq."""
-        with self.locked():
-            self._verify_head()
-            return self._last_seq
-
     def verify_locked(self) -> int:
-        """The last committed seq; the caller holds `locked()`."""
-        self._verify_head()
+        """The last committed seq, every frame up to it complete on disk; hold `locked()`."""
+        try:
+            self._verify_head()
+        except OSError as exc:
+            raise write_error(exc, "the store head") from None
         return self._last_seq
 
     def settle(self) -> tuple[int, bytes]:
-        """(last committed seq, head bytes) once no append is in flight: every frame up to that
-        seq is complete on disk when this returns."""
+        """(last committed seq, head bytes) once no append is in flight. Also the recovery on
+        open: a torn tail left by a writer that died is closed here."""
         with self.locked():
-            self._verify_head()
-            return self._last_seq, os.pread(self._head_fd, HEAD_SIZE, 0)
+            return self.verify_locked(), os.pread(self._head_fd, HEAD_SIZE, 0)
 
     def peek_head(self) -> bytes:
         """The head's current bytes, read without the lock (a cheap 'did anything change')."""
-        if self._closed:  # the descriptor number may already belong to another file
-            raise StoreError("the store is closed")
+        self._check_usable()  # a closed descriptor's number may belong to another file now
         return os.pread(self._head_fd, HEAD_SIZE, 0)
 
     # -- the append ------------------------------------------------------------------------
@@ -176,11 +126,10 @@ class Writer:
         # The hot path: the lock is taken inline rather than through locked(), and the head
         # is formatted directly; both save a measurable share of an append.
         with self._mutex:
-            if self._closed:
-                raise StoreError("the store is closed")
+            self._check_usable()
             fcntl.flock(self._head_fd, fcntl.LOCK_EX)
             try:
-                self._verify_head()
+                self.verify_locked()
                 if hash_ is not None and content is not None:
                     self._cas.ensure(hash_, content)
                 fd, offset = self._open_stream(stream)
@@ -188,7 +137,7 @@ class Writer:
                 id_str, ms = self._ids.next()
                 ts = format_ts(ms)
                 line = encode_frame(id_str, seq, ts, topic, stream, meta_json, hash_)
-                head = _pending_head(seq, self._gen, stream, offset)
+                head = pending_head(seq, self._gen, stream, offset)
                 self._known_head = None  # until both writes are done, trust nothing cached
                 try:
                     os.pwrite(self._head_fd, head, 0)
@@ -202,11 +151,13 @@ class Writer:
             finally:
                 fcntl.flock(self._head_fd, fcntl.LOCK_UN)
             if self.durability == "always":
-                self._sync_fd(fd, stream)
+                try:
+                    os.fdatasync(fd)
+                except OSError as exc:
+                    raise write_error(exc, f"stream {stream} (fsync)") from None
             elif self.durability == "batch":
                 self._dirty.add(stream)
-                if not self._flush_wanted.is_set():
-                    self._schedule_flush()
+                self._commit.request()
         return Appended(id_str, seq, ts, stream, offset)
 
     def _undo(self, fd: int, stream: str, offset: int) -> None:
@@ -220,12 +171,6 @@ class Writer:
             # The bytes stay; the next writer finds a torn tail and closes it.
             log.warning("could not cut a half-written frame off stream %s", stream)
 
-    def _sync_fd(self, fd: int, stream: str) -> None:
-        try:
-            os.fdatasync(fd)
-        except OSError as exc:
-            raise write_error(exc, f"stream {stream} (fsync)") from None
-
     def _open_stream(self, stream: str) -> tuple[int, int]:
         fd = self._fds.get(stream)
         if fd is None:
@@ -233,6 +178,8 @@ class Writer:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                if self.durability == "always":  # the file's name must survive a power loss
+                    fsync_dir(path.parent)
             except OSError as exc:
                 raise write_error(exc, f"stream {stream}") from None
             self._fds[stream] = fd
@@ -268,26 +215,24 @@ class Writer:
         if outcome == "lost":
             log.warning("stream %s is shorter than the store head says; recounting", stream)
             self._full_scan(head.gen)
-            return
-        if outcome == "mismatch":
+        elif outcome == "mismatch":
             log.warning("stream %s does not hold frame %d where the store head says; "
                         "recounting", stream, head.seq)
             self._full_scan(head.gen)
-            return
-        self._last_seq = head.seq if outcome == "committed" else head.seq - 1
-        if outcome == "torn":
-            self._write_committed_head(bump=True)
-        elif outcome == "absent":
-            self._write_committed_head(bump=False)
-        else:
+        elif outcome == "committed":
+            self._last_seq = head.seq
             self._known_head = raw
+        else:
+            self._last_seq = head.seq - 1
+            self._write_committed_head(bump=outcome == "torn")
 
-    def _check_pending(self, stream: str, offset: int, seq: int) -> str:
+    def _check_pending(self, stream: str, offset: int, seq: int) -> Outcome:
         """What became of frame `seq`, meant for `offset` in `stream`.
 
-        committed: it is there; absent: nothing was written; torn: part of it was (the
-        line is closed now); lost: the file ends before `offset`; mismatch: something else
-        is there. The last two mean the head cannot be trusted.
+        committed: it is there (a writer that died before its final newline counts, once the
+        newline is added); absent: nothing was written; torn: part of it was (the line is
+        closed now); lost: the file ends before `offset`; mismatch: something else is there.
+        The last two mean the head cannot be trusted.
         """
         path = stream_path(self.streams_root, stream)
         try:
@@ -302,13 +247,14 @@ class Writer:
                 return "absent"
             data = os.pread(fd, size - offset, offset)
             end = data.find(b"\n")
-            if end < 0:
-                self._close_torn(fd, stream, offset)
-                return "torn"
+            line = data if end < 0 else data[:end]
             try:
-                line_seq = decode_line(data[:end], stream)[1]
+                line_seq: int | None = decode_line(line, stream)[1]
             except LineError:
                 line_seq = None
+            if end < 0:
+                self._close_torn(fd, stream, offset)
+                return "committed" if line_seq == seq else "torn"
             if line_seq != seq:
                 return "mismatch"
             if not data.endswith(b"\n"):  # bytes written after it without the lock, torn
@@ -324,11 +270,14 @@ class Writer:
         self.repairs += 1
 
     def _full_scan(self, gen: int) -> None:
-        """Recompute the last seq from every stream's tail, closing torn tails on the way."""
+        """Recount the last seq from every stream's tail, closing torn tails on the way."""
         self._close_fds()
-        last = 0
+        last = read_seq_floor(self.root)
         for stream, path in list_streams(self.streams_root):
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            except FileNotFoundError:
+                continue
             try:
                 size = os.fstat(fd).st_size
                 if ends_torn(fd, size):
@@ -345,8 +294,7 @@ class Writer:
     def _write_committed_head(self, *, bump: bool) -> None:
         """Record the verified state, so that other processes need not verify it again.
 
-        Bumping the generation also tells every process to drop its cached descriptors and
-        every index to look at the stream files again.
+        Bumping the generation also tells every process to drop its cached descriptors.
         """
         if bump:
             self._gen += 1
@@ -356,49 +304,36 @@ class Writer:
         self._known_head = head
 
     def bump_generation(self) -> None:
-        """Called (with the lock held) after stream files were rewritten in place by gc."""
+        """With the lock held, before stream files are rewritten in place (gc): every process,
+        this one included, reopens its stream descriptors at its next append."""
         self._close_fds()
-        self._sizes.clear()
-        self._write_committed_head(bump=True)
+        try:
+            self._write_committed_head(bump=True)
+        except OSError as exc:
+            raise write_error(exc, "the store head") from None
 
     # -- durability -------------------------------------------------------------------------
 
-    def _schedule_flush(self) -> None:
-        if self._flusher is None:
-            self._flusher = threading.Thread(target=self._flush_loop, name="ralph-store-fsync",
-                                             daemon=True)
-            self._flusher.start()
-        self._flush_wanted.set()
-
-    def _flush_loop(self) -> None:
-        """Group commit: at most one fsync per stream every batch interval."""
-        while True:
-            self._flush_wanted.wait()
-            if self._closed:
-                return
-            self._flush_wanted.clear()
-            self._closing.wait(self.batch_interval)
-            with self._mutex:
-                if self._closed:
-                    return
-                fds = [os.dup(self._fds[s]) for s in self._dirty if s in self._fds]
-                self._dirty.clear()
-                blobs, self._cas.pending = self._cas.pending, []
-            # fsync outside the mutex (on duplicates, which stay valid even if the writer
-            # closes its descriptors meanwhile), so that appends go on during the commit.
-            _sync_and_close(fds)
-            with contextlib.suppress(OSError):
-                self._cas.sync_paths(blobs)
+    def _collect_dirty(self) -> tuple[list[int], Callable[[], None]]:
+        """Called by the group commit under the mutex: what to fsync now."""
+        if self._closed:
+            return [], lambda: None
+        fds = dup_for_sync([self._fds[s] for s in self._dirty if s in self._fds])
+        self._dirty.clear()
+        blobs, self._cas.pending = self._cas.pending, []
+        return fds, lambda: self._cas.sync_paths(blobs)
 
     def _flush_locked(self) -> None:
-        _sync_and_close([os.dup(self._fds[s]) for s in self._dirty if s in self._fds])
-        self._dirty.clear()
+        fds, sync_content = self._collect_dirty()
         with contextlib.suppress(OSError):
-            self._cas.sync_pending()
+            sync_content()
+        sync_and_close(fds)
 
     def flush(self) -> None:
         """fsync everything written so far (any durability)."""
         with self._mutex:
+            self._check_usable()
+            self._dirty.update(self._fds)
             self._flush_locked()
 
     def _close_fds(self) -> None:
@@ -414,22 +349,8 @@ class Writer:
         with self._mutex:
             if self._closed:
                 return
-            if self.durability != "never":
-                self._flush_locked()
+            if os.getpid() == self._pid:  # a forked child must not touch the parent's files
+                self._close_fds()
+                os.close(self._head_fd)
             self._closed = True
-            self._closing.set()
-            self._flush_wanted.set()
-            for fd in self._fds.values():
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._fds.clear()
-            os.close(self._head_fd)
-        if self._flusher is not None:
-            self._flusher.join(timeout=5)
-
-
-def _sync_and_close(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.fdatasync(fd)
-        os.close(fd)
+        self._commit.stop()
