@@ -10,7 +10,6 @@ import pytest
 
 from ralph.store import Store, StoreFullError, StoreWriteError
 from ralph.store import cas as cas_module
-from ralph.store import writer as writer_module
 from tests.store.helpers import stream_lines
 
 
@@ -18,11 +17,12 @@ def test_disk_full_mid_line_is_rolled_back(store: Store, monkeypatch: pytest.Mon
     store.append("t", {"i": 0}, stream="s")
     real_write = os.write
 
-    def half_then_full(fd: int, data: bytes) -> None:
-        real_write(fd, bytes(data[: len(data) // 2]))
+    def half_then_full(fd: int, data: bytes) -> int:
+        if not real_write(fd, bytes(data[: len(data) // 2])):
+            return 0
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writer_module, "write_all", half_then_full)
+    monkeypatch.setattr(os, "write", half_then_full)  # the short write, then the error
     with pytest.raises(StoreFullError, match="disk full"):
         store.append("t", {"i": 1}, stream="s")
     monkeypatch.undo()
@@ -62,10 +62,10 @@ def test_content_write_failure_appends_nothing(store: Store,
 
 
 def test_other_io_errors_are_store_errors(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(fd: int, data: bytes) -> None:
+    def broken(fd: int, data: bytes) -> int:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(writer_module, "write_all", broken)
+    monkeypatch.setattr(os, "write", broken)
     with pytest.raises(StoreWriteError, match="I/O error"):
         store.append("t")
 
@@ -83,3 +83,21 @@ def test_store_dir_on_a_file(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="cannot create the store") as info:
         Store(tmp_path / "f")
     assert type(info.value).__name__ == "StoreNotWritableError"
+
+
+def test_a_short_write_is_finished(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = os.write
+    calls = []
+
+    def short_first(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:10]))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", short_first)
+    frame = store.append("t", {"x": 1}, stream="s")
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert store.get(frame.id) == frame
+    assert len(stream_lines(store.path)) == 1

@@ -154,6 +154,28 @@ def test_ids_are_scru128_and_increase() -> None:
         assert parsed.timestamp == ms
 
 
+def test_generator_follows_the_scru128_state_machine() -> None:
+    gen = IdGenerator()
+    base = 1_795_311_830_000
+    first = scru128.Scru128Id.from_str(gen.next_at(base)[0])
+    same_ms = scru128.Scru128Id.from_str(gen.next_at(base)[0])
+    assert same_ms.timestamp == base and same_ms.counter_lo == first.counter_lo + 1
+    assert same_ms.counter_hi == first.counter_hi and same_ms > first
+    back_a_little = gen.next_at(base - 5_000)  # within the rollback allowance: still ordered
+    assert scru128.Scru128Id.from_str(back_a_little[0]) > same_ms and back_a_little[1] == base
+    later = scru128.Scru128Id.from_str(gen.next_at(base + 2_000)[0])
+    assert later.timestamp == base + 2_000 and later > same_ms
+    reset_text, reset_ms = gen.next_at(base - 60_000)  # far back: start over from the clock
+    assert reset_ms == base - 60_000
+    assert scru128.Scru128Id.from_str(reset_text).timestamp == base - 60_000
+    gen._counter_lo = 0xFF_FFFF  # counter_lo overflow carries into counter_hi
+    hi_before = gen._counter_hi
+    carried = scru128.Scru128Id.from_str(gen.next_at(reset_ms)[0])
+    assert carried.counter_lo == 0 and carried.counter_hi == hi_before + 1
+    gen._counter_lo, gen._counter_hi = 0xFF_FFFF, 0xFF_FFFF  # both overflow: time moves on
+    assert gen.next_at(reset_ms)[1] == reset_ms + 1
+
+
 def test_base36_matches_the_reference_encoding() -> None:
     for value in (0, 1, 35, 36, 2**128 - 1, 2**64, 36**12, 36**12 - 1):
         assert encode_base36(value) == str(scru128.Scru128Id(value))

@@ -22,9 +22,8 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ralph.store.cas import ContentStore
 from ralph.store.errors import StoreError
@@ -42,8 +41,7 @@ DURABILITY_MODES: tuple[Durability, ...] = ("always", "batch", "never")
 Outcome = Literal["committed", "absent", "torn", "lost", "mismatch"]
 
 
-@dataclass(frozen=True)
-class Appended:
+class Appended(NamedTuple):
     """What the writer hands back: the frame's fields, already on disk."""
 
     id: str
@@ -141,7 +139,9 @@ class Writer:
                 self._known_head = None  # until both writes are done, trust nothing cached
                 try:
                     os.pwrite(self._head_fd, head, 0)
-                    write_all(fd, line)
+                    written = os.write(fd, line)
+                    if written != len(line):  # a short write: finish it, or raise
+                        write_all(fd, line[written:])
                 except OSError as exc:
                     self._undo(fd, stream, offset)
                     raise write_error(exc, f"stream {stream}") from None
