@@ -155,7 +155,8 @@ class Writer:
                     os.fdatasync(fd)
                 except OSError as exc:
                     raise write_error(exc, f"stream {stream} (fsync)") from None
-            elif self.durability == "batch":
+            elif self.durability == "batch" and stream not in self._dirty:
+                # A dirty stream is already due for the next group commit.
                 self._dirty.add(stream)
                 self._commit.request()
         return Appended(id_str, seq, ts, stream, offset)
