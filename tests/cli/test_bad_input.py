@@ -279,3 +279,18 @@ def test_unwritable_store_from_a_child_process(tmp_path: Path) -> None:
     result = run_ralph("store", "append", "t", "--store", str(blocker / "s"), input=b"data")
     assert result.code == 1
     assert_error(result, "cannot create the store")
+
+
+def test_disk_full_during_an_append(cli: Cli, seeded: Seeded) -> None:
+    """A real ENOSPC (the stream file is /dev/full): one error line, nothing half-written."""
+    full = seeded.path / "streams" / "full.jsonl"
+    full.symlink_to("/dev/full")
+    try:
+        result = cli("store", "append", "t", "--stream", "full", "--store", str(seeded.path))
+        assert result.code == 1
+        assert_error(result, "disk full", "stream full")
+    finally:
+        full.unlink()
+    seeded.assert_intact(cli)
+    after = cli("store", "append", "t", "--store", str(seeded.path))
+    assert after.code == 0, after
