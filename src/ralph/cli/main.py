@@ -10,7 +10,7 @@ import typer
 
 from ralph.cli.app import app
 from ralph.cli.output import error_line, setup_logging
-from ralph.store import StoreError
+from ralph.errors import RalphError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -28,7 +28,7 @@ def run(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="ralph", standalone_mode=False)
-    except StoreError as exc:
+    except RalphError as exc:
         error_line(str(exc))
         return EXIT_ERROR
     except typer.Exit as exc:

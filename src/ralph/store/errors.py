@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ralph.errors import RalphError
 
-class StoreError(Exception):
+
+class StoreError(RalphError):
     """Base of every error the store raises on purpose."""
 
 

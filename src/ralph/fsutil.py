@@ -1,0 +1,38 @@
+"""Small file helpers shared across Ralph: atomic replacement of a file's content."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` so that readers see the old or the new file, never a mix.
+
+    Writes a temp file beside it, fsyncs it (when `durable`), renames it over `path`, and
+    fsyncs the directory. Raises OSError; the temp file never outlives a failure.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with tmp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if durable:
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
