@@ -12,11 +12,19 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
     """Replace `path` with `data` so that readers see the old or the new file, never a mix.
 
     Writes a temp file beside it, fsyncs it (when `durable`), renames it over `path`, and
-    fsyncs the directory. Raises OSError; the temp file never outlives a failure.
+    fsyncs the directory. A symlink is followed (its target is replaced) and an existing
+    file's permissions are kept. Raises OSError; the temp file never outlives a failure.
     """
+    path = path.resolve() if path.is_symlink() else path
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with tmp.open("wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             if durable:

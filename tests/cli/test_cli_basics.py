@@ -71,7 +71,7 @@ def test_store_help_lists_every_verb(cli: Cli) -> None:
     (["notes", "add"], ["text", "--type", "--name", "--iteration", "completed", "decision"]),
     (["notes", "list"], ["--type", "--name", "--json"]),
     (["notes"], ["add", "list"]),
-    (["demo"], ["--delay", "--keep"]),
+    (["demo"], ["--dir", "--cleanup", "--quiet"]),
 ])
 def test_command_help(cli: Cli, args: list[str], words: list[str]) -> None:
     result = cli(*args, "--help")

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ralph.cli.demo import NOTES
 from tests.cli.helpers import NOTE_KEYS, Cli, check_frame, json_lines, run_ralph, sri
 
 NOTE_TYPES = ["completed", "in_progress", "blocked", "remaining", "learning", "decision"]
@@ -253,62 +251,34 @@ def test_notes_use_the_environment_store(cli: Cli, tmp_path: Path,
 # -- demo -------------------------------------------------------------------------------------
 
 
-def _demo_dirs() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("ralph-demo-*"))
-
-
-def _workdir(out: str) -> Path:
-    match = re.search(r"demo in (\S+)", out)
-    assert match, out
-    return Path(match.group(1))
-
-
-def test_demo(tmp_path: Path) -> None:
-    before = _demo_dirs()
-    result = run_ralph("demo", "--delay", "0", timeout=120)
+def test_demo_runs_the_loop_to_completion(tmp_path: Path) -> None:
+    """The loop demo: three tasks, one wrong first attempt caught by the gate, all verified."""
+    result = run_ralph("demo", "--dir", str(tmp_path / "demo"), timeout=300)
     assert result.code == 0, result
     assert "Traceback" not in result.err
-    workdir = _workdir(result.out)
-    assert workdir.name.startswith("ralph-demo-")
-    assert not workdir.exists()
-    assert _demo_dirs() - before == set()
-
-    lines = result.out.splitlines()
-    followed = [line for line in lines if re.match(r"\s+seq\s+\d+\s", line)]
-    assert [int(line.split()[1]) for line in followed] == list(range(1, len(NOTES) + 1))
-    for (note_type, iteration, text), line in zip(NOTES, followed, strict=True):
-        assert note_type in line
-        assert text in line
-        assert (f"(iteration {iteration})" in line) == (iteration is not None)
-    # Then the listing, grouped by type.
-    listing = result.out.split("ralph notes list --name demo", 1)[1]
-    for _, _, text in NOTES:
-        assert text in listing
-    assert "completed (2)" in listing
+    assert "replay" in result.err and "no model is called" in result.err
+    assert "reopened task 2" in result.err
+    assert re.search(r"complete \(all 3 tasks are verified done\)", result.out)
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"│ (\d)\s+│.*?│ (\d)\s+│", result.out)}
+    assert rows == {"1": "1", "2": "2", "3": "1"}, result.out
+    root = tmp_path / "demo" / "calc"
+    log = subprocess.run(["git", "-C", str(root), "log", "--format=%s"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout.splitlines()
+    assert log[0].startswith("ralph: 3 ") and "not verified" in log[2]
+    assert (root / ".ralph" / "logs").is_dir()
+    assert f"--store {root / '.ralph' / 'store'}" in result.out
 
 
-def test_demo_keep_leaves_a_store_with_the_notes(tmp_path: Path) -> None:
-    result = run_ralph("demo", "--delay", "0", "--keep", timeout=120)
-    workdir = _workdir(result.out)
-    try:
-        assert result.code == 0, result
-        assert f"kept {workdir}" in result.out
-        store = workdir / ".ralph" / "store"
-        listed = run_ralph("notes", "list", "--json", "--name", "demo", "--store", str(store))
-        notes = listed.json()
-        assert [(n["type"], n["iteration"], n["text"]) for n in notes] == [
-            tuple(note) for note in NOTES]
-        assert {n["session"] for n in notes} == {"demo"}
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+def test_demo_cleanup_leaves_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    result = run_ralph("demo", "--dir", str(target), "--cleanup", "--quiet", timeout=300)
+    assert result.code == 0, result
+    assert not target.exists()
 
 
-def test_demo_rejects_a_negative_delay(cli: Cli) -> None:
-    before = _demo_dirs()
-    result = cli("demo", "--delay", "-1")
+def test_demo_refuses_a_directory_that_is_not_empty(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    result = cli("demo", "--dir", str(tmp_path / "full"))
     assert result.code == 2
-    assert result.out == ""
-    assert result.err.startswith("error: ")
-    assert "--delay" in result.err
-    assert len(result.err.splitlines()) == 1
-    assert _demo_dirs() == before
+    assert result.err.startswith("error: ") and "not empty" in result.err

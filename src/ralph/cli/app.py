@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ralph import __version__
-from ralph.cli import demo, notes_cmd, store_cmd
+from ralph.cli import demo, init_cmd, loop_cmd, notes_cmd, store_cmd
 
 app = typer.Typer(
     name="ralph",
@@ -20,6 +20,10 @@ app = typer.Typer(
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(notes_cmd.app, name="notes")
 app.command(name="demo")(demo.demo)
+app.command(name="init")(init_cmd.init)
+app.command(name="step")(loop_cmd.step)
+app.command(name="run")(loop_cmd.run)
+app.command(name="status")(loop_cmd.status)
 
 
 def _show_version(value: bool) -> None:

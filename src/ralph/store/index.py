@@ -9,6 +9,7 @@ stop there, so a reader never sees frame N+1 before frame N, whatever stream eac
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import sqlite3
@@ -144,9 +145,14 @@ class Index:
 
     def open(self) -> None:
         with self._lock:
-            existed = self.path.exists()
+            with self._setup_lock():
+                # Missing means: no index, yet frames written before now. Streams that appear
+                # after this check (another process appending to a new store) are not a
+                # missing index; the next sync reads them.
+                missing = not self.path.exists() and any(
+                    True for _ in list_streams(self.streams_root))
             self._guarded(self._conn_checked)
-            if not existed and any(True for _ in list_streams(self.streams_root)):
+            if missing and self._state(self._conn_checked(), "watermark") == 0:
                 log.warning("the store index is missing; rebuilding it from the stream files")
                 self.rebuild()
 
@@ -157,7 +163,23 @@ class Index:
                 self._conn.close()
                 self._conn = None
 
+    @contextlib.contextmanager
+    def _setup_lock(self) -> Iterator[None]:
+        """Serialise opening and recreating the database across processes: two processes
+        creating a new index at once (WAL switch, schema) would otherwise see "database is
+        locked", which SQLite's busy timeout does not cover for those steps."""
+        fd = os.open(self.path.with_name("index.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def _connect(self) -> sqlite3.Connection:
+        with self._setup_lock():
+            return self._connect_locked()
+
+    def _connect_locked(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=60)
@@ -224,9 +246,10 @@ class Index:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(self.path) + suffix).unlink(missing_ok=True)
-        self._conn = self._connect()
+        with self._setup_lock():
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            self._conn = self._connect_locked()
         self._rebuild_locked(None)
 
     @contextlib.contextmanager

@@ -1,0 +1,155 @@
+"""Running an agent: one owned process, its output streamed to a log file and to events."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ralph.agents import adapter_for
+from ralph.agents.base import AgentError, AgentEvent, AgentStatus, Usage
+from ralph.config import ResolvedAgent
+from ralph.proc import ProcessError, run_process
+
+Emit = Callable[[str, dict[str, Any]], object]  # (topic, meta): appends an event to the run
+
+MAX_LINE_BYTES = 64 * 1024  # a longer line is passed on in pieces: memory stays bounded
+EVENT_CHARS = 8 * 1024  # agent.output events carry at most this much text each
+TAIL_CHARS = 16 * 1024  # the end of the output kept for classification and signals
+_EXIT_SIGNAL = re.compile(r"^\s*\**EXIT_SIGNAL\**\s*:\s*\**(true|false)\**\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """How an agent run ended, with what the loop needs from its output."""
+
+    status: AgentStatus
+    exit_code: int | None
+    message: str
+    exit_signal: bool | None  # the agent's EXIT_SIGNAL hint, None if it printed none
+    session_id: str | None
+    reset_at: str | None
+    retry_after_s: float | None
+    duration_s: float
+    started_at: str
+    finished_at: str
+    log_path: Path
+    argv: list[str]
+    tail: str
+    usage: Usage | None
+
+
+class _Lines:
+    """Splits one stream's chunks into lines, holding at most MAX_LINE_BYTES of a line."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = self._pending + chunk
+        parts = data.split(b"\n")
+        self._pending = parts.pop()
+        while len(self._pending) > MAX_LINE_BYTES:
+            parts.append(self._pending[:MAX_LINE_BYTES])
+            self._pending = self._pending[MAX_LINE_BYTES:]
+        return [p.decode("utf-8", "replace").rstrip("\r") for p in parts]
+
+    def flush(self) -> list[str]:
+        rest, self._pending = self._pending, b""
+        return [rest.decode("utf-8", "replace")] if rest else []
+
+
+def resolve_program(argv: list[str], agent: ResolvedAgent, hint: str | None) -> None:
+    """Fail early, in one line, when the agent's program is not there."""
+    program = argv[0]
+    if "/" in program:
+        if not Path(program).exists():
+            raise AgentError(f"agent '{agent.name}': {program} does not exist")
+        return
+    if shutil.which(program) is None:
+        how = f"; install it with `{hint}`" if hint else ""
+        raise AgentError(f"agent '{agent.name}': {program} not found on PATH{how}")
+
+
+async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file: Path,
+                    log_path: Path, emit: Emit, timeout_s: float | None = None) -> AgentOutcome:
+    """Run `agent` on `prompt`; cancellation ends the agent's whole process group."""
+    adapter = adapter_for(agent.adapter)
+    command = adapter.build(list(agent.argv), agent.model, prompt, str(prompt_file))
+    resolve_program(command.argv, agent, adapter.install_hint)
+    parser = adapter.parser()
+    splitters = {"stdout": _Lines(), "stderr": _Lines()}
+    tail: list[str] = []
+    tail_chars = 0
+    exit_signal: bool | None = None
+    pending: list[AgentEvent] = []
+
+    def take_lines(stream: str, lines: list[str]) -> None:
+        nonlocal tail_chars, exit_signal
+        for line in lines:
+            match = _EXIT_SIGNAL.match(line)
+            if match:
+                exit_signal = match.group(1).lower() == "true"
+            tail.append(line)
+            tail_chars += len(line) + 1
+            while tail_chars > TAIL_CHARS and len(tail) > 1:
+                tail_chars -= len(tail.pop(0)) + 1
+            pending.extend(parser.feed_line(stream, line))
+
+    def flush_events() -> None:
+        for event in _coalesce(pending):
+            emit("agent.output", event.meta())
+        pending.clear()
+
+    def on_output(stream: str, chunk: bytes) -> None:
+        take_lines(stream, splitters[stream].feed(chunk))
+        flush_events()
+
+    emit("agent.started", {"agent": agent.name, "adapter": agent.adapter,
+                           "argv": command.argv[:1] + ["..."] * (len(command.argv) > 1),
+                           "session_id": None})
+    timeout = timeout_s if timeout_s is not None else agent.timeout_seconds
+    try:
+        result = await run_process(command.argv, cwd=cwd, env={**agent.env, **command.env},
+                                   stdin_data=command.stdin, timeout_s=timeout,
+                                   on_output=on_output, log_path=log_path)
+    except ProcessError as exc:
+        raise AgentError(f"agent '{agent.name}': {exc}") from None
+    for stream, splitter in splitters.items():
+        take_lines(stream, splitter.flush())
+    flush_events()
+    text_tail = "\n".join(tail)
+    verdict = adapter.classify(result.exit_code, text_tail, parser)
+    status: AgentStatus = "timeout" if result.timed_out else verdict.status
+    message = f"timed out after {timeout:g} s" if result.timed_out else verdict.message
+    if parser.usage is not None:
+        u = parser.usage
+        emit("agent.usage", {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                             "cached_tokens": u.cached_tokens, "cost_usd": u.cost_usd})
+    session_id = verdict.session_id or parser.session_id
+    emit("agent.finished", {"status": status, "exit_code": result.exit_code,
+                            "session_id": session_id, "reset_at": verdict.reset_at,
+                            "message": message})
+    return AgentOutcome(status, result.exit_code, message, exit_signal, session_id,
+                        verdict.reset_at, verdict.retry_after_s, result.duration_s,
+                        result.started_at, result.finished_at, log_path, command.argv,
+                        text_tail, parser.usage)
+
+
+def _coalesce(events: list[AgentEvent]) -> list[AgentEvent]:
+    """Join consecutive text events into pieces of at most EVENT_CHARS (fewer, larger frames)."""
+    out: list[AgentEvent] = []
+    for event in events:
+        last = out[-1] if out else None
+        if (last is not None and last.kind == event.kind and last.tool == event.tool
+                and len(last.content) + len(event.content) < EVENT_CHARS):
+            out[-1] = AgentEvent(last.kind, last.content + "\n" + event.content, last.tool)
+        elif len(event.content) > EVENT_CHARS:
+            out.extend(AgentEvent(event.kind, event.content[i:i + EVENT_CHARS], event.tool)
+                       for i in range(0, len(event.content), EVENT_CHARS))
+        else:
+            out.append(event)
+    return out

@@ -1,0 +1,25 @@
+"""The loop's errors: all RalphErrors, so every face reports them in one line."""
+
+from __future__ import annotations
+
+from ralph.errors import RalphError
+
+
+class LoopError(RalphError):
+    """The loop cannot go on: a missing prompt file, not a git repository, a dirty tree."""
+
+
+class LoopBusy(LoopError):
+    """A run is already active for this project (in this process or another)."""
+
+    def __init__(self, message: str, active_run_id: str | None) -> None:
+        super().__init__(message)
+        self.active_run_id = active_run_id
+
+
+class NothingToDo(LoopError):
+    """No task is ready: every task is done, or the rest are blocked."""
+
+    def __init__(self, message: str, *, complete: bool) -> None:
+        super().__init__(message)
+        self.complete = complete

@@ -1,0 +1,38 @@
+"""The loop's events: every step of a run is appended to the store, in the run's stream.
+
+Topics: run.started, run.stopped, run.paused, run.resumed, iteration.started,
+iteration.finished, agent.started, agent.output, agent.usage, agent.finished,
+agent.rate_limited, gate.started, gate.finished, judge.finished, review.finished, task.done,
+task.reopened, task.blocked, loop.error. Faces map them to their wire names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ralph.store import Frame, Store
+
+Observer = Callable[[Frame], None]
+
+
+def run_stream(run_id: str) -> str:
+    return f"runs/{run_id}"
+
+
+class EventSink:
+    """Appends the events of one run to its stream (`runs/<run_id>`)."""
+
+    def __init__(self, store: Store, run_id: str, observer: Observer | None = None) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.stream = run_stream(run_id)
+        self.observer = observer  # e.g. the terminal display: sees every event as appended
+
+    def __call__(self, topic: str, meta: dict[str, Any],
+                 content: bytes | str | None = None) -> Frame:
+        frame = self.store.append(topic, {"run_id": self.run_id, **meta}, content=content,
+                                  stream=self.stream)
+        if self.observer is not None:
+            self.observer(frame)
+        return frame

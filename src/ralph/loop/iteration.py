@@ -1,0 +1,410 @@
+"""One iteration of the Golden Ralph Loop: a fresh agent on one task, then the verdict.
+
+The orchestrator decides: the task is done only if the tracker marks it done, every gate
+passed, and the enabled judge and reviewer said yes. The agent's EXIT_SIGNAL is recorded as
+a hint and never decides anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ralph.agents.base import AgentError
+from ralph.agents.runner import AgentOutcome, run_agent
+from ralph.config import Config, ResolvedAgent
+from ralph.fsutil import atomic_write_bytes, atomic_write_text
+from ralph.git import Git
+from ralph.loop.checks import CheckResult, judge_verdict, review_verdict
+from ralph.loop.errors import LoopError, NothingToDo
+from ralph.loop.events import EventSink
+from ralph.loop.gates import GateReceipt, run_gates
+from ralph.loop.models import IterationStatus, LastIteration, StepResult
+from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
+from ralph.loop.prompt import Memory, build_prompt
+from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
+from ralph.loop.state import InFlight, LoopState, save_state
+from ralph.loop.worktree import fingerprint
+from ralph.store import Store
+from ralph.store.frame import format_ts
+from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
+
+log = logging.getLogger("ralph.loop")
+
+RUNTIME = list(RUNTIME_PATHS)
+DIFF_CHARS = 100_000  # the diff shown to the judge and the reviewer
+
+
+def now_ts() -> str:
+    return format_ts(time.time_ns() // 1_000_000)
+
+
+@dataclass
+class LoopContext:
+    """What an iteration works with; `state` is saved after every change that matters."""
+
+    paths: ProjectPaths
+    config: Config
+    store: Store
+    git: Git
+    state: LoopState
+
+    def save(self) -> None:
+        save_state(self.paths.state, self.state)
+
+    def tracker(self) -> Tracker:
+        return open_tracker(self.paths.root / self.config.files.prd)
+
+
+def ready_task(tasks: list[Task], state: LoopState) -> Task | None:
+    """The next task, leaving out tasks this loop has blocked (also marked in the tracker)."""
+    blocked = {tid for tid, ts in state.tasks.items() if ts.blocked}
+    return next_task([t for t in tasks if t.id not in blocked])
+
+
+def nothing_to_do(tasks: list[Task], state: LoopState) -> NothingToDo:
+    done = sum(t.status == "done" for t in tasks)
+    if done == len(tasks):
+        return NothingToDo(f"nothing to do: all {done} tasks are done", complete=True)
+    blocked = [t.id for t in tasks if t.status == "blocked" or (
+        t.id in state.tasks and state.tasks[t.id].blocked)]
+    return NothingToDo(f"no task is ready: {done} of {len(tasks)} done; blocked: "
+                       f"{', '.join(blocked) or 'none'}; the rest wait on them", complete=False)
+
+
+class Iteration:
+    """Runs one iteration; `run()` returns its StepResult (also appended as an event)."""
+
+    def __init__(self, ctx: LoopContext, *, run_id: str, agent: ResolvedAgent,
+                 emit: EventSink) -> None:
+        self.ctx = ctx
+        self.run_id = run_id
+        self.agent = agent
+        self.emit = emit
+        self.agent_pgid: int | None = None
+
+    # -- the whole ---------------------------------------------------------------------
+
+    async def run(self) -> StepResult:
+        ctx = self.ctx
+        tracker = ctx.tracker()
+        tasks = tracker.load()
+        task = ready_task(tasks, ctx.state)
+        if task is None:
+            raise nothing_to_do(tasks, ctx.state)
+        ctx.state.iteration_count += 1
+        iteration = ctx.state.iteration_count
+        task_state = ctx.state.task(task.id)
+        task_state.attempts += 1
+        attempt_id = f"{task.id}-{task_state.attempts}"
+        started = now_ts()
+        clock = time.monotonic()
+        ctx.state.in_flight = InFlight(iteration=iteration, iteration_id=f"{iteration:06d}",
+                                       run_id=self.run_id, task_id=task.id,
+                                       task_title=task.title, attempt_id=attempt_id,
+                                       started_at=started, pid=_pid())
+        ctx.save()
+        self.emit("iteration.started", {"iteration": iteration, "iteration_id": f"{iteration:06d}",
+                                        "agent": self.agent.name, "task_id": task.id,
+                                        "title": task.title, "kind": task.kind,
+                                        "attempt_id": attempt_id})
+        record = _Record(iteration=iteration, task=task, attempt_id=attempt_id, started=started)
+        try:
+            await self._work(tracker, record)
+        except asyncio.CancelledError:
+            record.status = "stopped"
+            record.reason = "stopped before the iteration finished"
+            self._finish(record, clock)
+            raise
+        return self._finish(record, clock)
+
+    async def _work(self, tracker: Tracker, rec: _Record) -> None:
+        ctx, task = self.ctx, rec.task
+        paths = ctx.paths
+        branch = await ctx.git.current_branch()
+        before = await fingerprint(paths.root, RUNTIME)
+        head_before = await ctx.git.head()
+        prompt = build_prompt(
+            self._template(task), task, branch=branch,
+            git_status=await ctx.git.status_short(exclude=RUNTIME), memory=self._memory(),
+            budget=ctx.config.loop.context_chars,
+            progress_tail=ctx.config.loop.progress_tail_chars)
+        rec.context_dir = paths.context_dir(task.id, rec.attempt_id)
+        rec.context_dir.mkdir(parents=True, exist_ok=True)
+        prompt_file = rec.context_dir / "prompt.md"
+        atomic_write_text(prompt_file, prompt, durable=False)
+        rec.log_path = paths.log(rec.iteration)
+        outcome = await self._agent(prompt, prompt_file, rec.log_path, "agent")
+        rec.outcome = outcome
+        rec.exit_signal = outcome.exit_signal
+        rec.return_code = outcome.exit_code
+        rec.progress_by_agent = (await fingerprint(paths.root, RUNTIME) != before
+                                 or await ctx.git.head() != head_before)
+        await self._verify(tracker, rec, outcome)
+        await self._settle(tracker, rec)
+
+    # -- the agent --------------------------------------------------------------------------
+
+    async def _agent(self, prompt: str, prompt_file: Path, log_path: Path,
+                     role: str) -> AgentOutcome:
+        """Run the agent, waiting out rate limits (which count as neither failure nor
+        attempt): the hourly cap first, then backoff or the CLI's reset time."""
+        loop_cfg = self.ctx.config.loop
+        retries = 0
+        while True:
+            await wait_for_start_slot(self.ctx.state, loop_cfg.rate_limit_per_hour, self.emit)
+            self.ctx.save()
+            outcome = await run_agent(self.agent, prompt, cwd=self.ctx.paths.root,
+                                      prompt_file=prompt_file, log_path=log_path,
+                                      emit=self._role_emit(role))
+            if outcome.status != "rate_limited":
+                return outcome
+            wait = backoff_seconds(retries, retry_after_s=outcome.retry_after_s,
+                                   reset_at=outcome.reset_at,
+                                   cap_s=loop_cfg.rate_limit_max_wait_seconds)
+            self.emit("agent.rate_limited", {"reason": outcome.message, "wait_seconds": wait,
+                                             "retry": retries + 1, "role": role})
+            retries += 1
+            await asyncio.sleep(wait)
+
+    def _role_emit(self, role: str) -> EventSink | _Tagged:
+        return self.emit if role == "agent" else _Tagged(self.emit, role)
+
+    # -- verification -----------------------------------------------------------------------
+
+    async def _verify(self, tracker: Tracker, rec: _Record, outcome: AgentOutcome) -> None:
+        ctx, task = self.ctx, rec.task
+        try:
+            after = {t.id: t for t in tracker.load()}
+        except TrackerError as exc:
+            rec.reason = f"the tracker could not be read after the agent ran: {exc}"
+            return
+        claimed = task.id in after and after[task.id].status == "done"
+        rec.claimed = claimed
+        if outcome.status != "ok":
+            rec.status = "agent_failed"
+            rec.reason = f"the agent {_agent_failure(outcome)}"
+            return
+        receipts_dir = ctx.paths.receipts_dir(task.id, rec.attempt_id)
+        rec.receipts = await run_gates(ctx.config.gates.commands, cwd=ctx.paths.root,
+                                       timeout_s=ctx.config.gates.timeout_seconds,
+                                       receipts_dir=receipts_dir, emit=self.emit)
+        rec.receipts_dir = receipts_dir
+        rec.gates_ok = all(r.ok for r in rec.receipts)
+        failed = [r for r in rec.receipts if not r.ok]
+        if not claimed:
+            rec.reason = "the tracker does not mark the task done"
+        elif failed:
+            first = failed[0]
+            how = "timed out" if first.timed_out else f"exited with {first.exit_code}"
+            rec.reason = f"gate '{first.command}' {how}"
+        if rec.reason is None and ctx.config.judge.enabled:
+            result = await self._check("judge", task, rec)
+            rec.judge_ok = result.ok
+            rec.reason = result.reason
+        if rec.reason is None and ctx.config.review.enabled:
+            result = await self._check("review", task, rec)
+            rec.review_ok = result.ok
+            rec.reason = result.reason
+        rec.verified = rec.reason is None
+        rec.status = "done" if rec.verified else "not_done"
+
+    async def _check(self, role: str, task: Task, rec: _Record) -> CheckResult:
+        ctx = self.ctx
+        section = ctx.config.judge if role == "judge" else ctx.config.review
+        prompt_name = section.prompt or (ctx.config.files.judge if role == "judge"
+                                         else ctx.config.files.review)
+        template = _read(ctx.paths.root / prompt_name, required=True)
+        diff = await ctx.git.diff(max_bytes=DIFF_CHARS)
+        prompt = (f"{template.rstrip()}\n\n## Task {task.id}: {task.title}\n\n"
+                  + "".join(f"- {a}\n" for a in task.acceptance)
+                  + f"\n## The change\n\n```diff\n{diff}\n```\n")
+        assert rec.context_dir is not None
+        prompt_file = rec.context_dir / f"{role}_prompt.md"
+        atomic_write_text(prompt_file, prompt, durable=False)
+        checker = ctx.config.agent(section.agent) if section.agent else self.agent
+        runner = Iteration(ctx, run_id=self.run_id, agent=checker, emit=self.emit)
+        outcome = await runner._agent(prompt, prompt_file, ctx.paths.log(rec.iteration, f".{role}"),
+                                      role)
+        result = judge_verdict(outcome) if role == "judge" else review_verdict(outcome)
+        self.emit(f"{role}.finished", {"ok": result.ok, "reason": result.reason,
+                                       "agent": checker.name, "exit_code": outcome.exit_code})
+        return result
+
+    # -- consequences -----------------------------------------------------------------------
+
+    async def _settle(self, tracker: Tracker, rec: _Record) -> None:
+        """Reopen or block in the tracker, record in progress.md, commit, update counters."""
+        ctx, task = self.ctx, rec.task
+        task_state = ctx.state.task(task.id)
+        if rec.verified:
+            task_state.blocked = None
+            self.emit("task.done", {"task_id": task.id, "title": task.title,
+                                    "attempt_id": rec.attempt_id})
+        else:
+            if rec.claimed:
+                self._mark(tracker, task, "open", None)
+                self._note(f"Ralph reopened task {task.id} ({task.title}): {rec.reason}.")
+                self.emit("task.reopened", {"task_id": task.id, "reason": rec.reason})
+            task_state.failures += 1
+            if task_state.failures >= ctx.config.loop.max_attempts_per_task:
+                reason = (f"{task_state.failures} attempts failed; last: {rec.reason}")
+                self._mark(tracker, task, "blocked", reason)
+                task_state.blocked = reason
+                rec.blocked = True
+                self._note(f"Ralph blocked task {task.id} ({task.title}): {reason}.")
+                self.emit("task.blocked", {"task_id": task.id, "reason": reason})
+        rec.progress_made = rec.verified or rec.progress_by_agent
+        ctx.state.no_progress_streak = 0 if rec.progress_made else (
+            ctx.state.no_progress_streak + 1)
+        if ctx.config.git.auto_commit:
+            message = ctx.config.git.commit_message.format(
+                task_id=task.id, title=task.title, iteration=rec.iteration)
+            if not rec.verified:
+                message += f" (attempt {task_state.attempts}, not verified: {rec.reason})"
+            rec.commit = await ctx.git.commit_all(message, exclude=RUNTIME)
+        rec.repo_clean = await ctx.git.is_clean(exclude=RUNTIME)
+
+    def _mark(self, tracker: Tracker, task: Task, status: TaskStatus, reason: str | None) -> None:
+        """Update the tracker; a tracker the agent broke is reported, not fatal (state.json
+        keeps the block either way)."""
+        try:
+            tracker.set_status(task.id, status, reason)
+        except TrackerError as exc:
+            log.warning("could not mark task %s %s in the tracker: %s", task.id, status, exc)
+            self.emit("loop.error", {"message": f"could not update the tracker: {exc}"})
+
+    def _template(self, task: Task) -> str:
+        """The prompt file for the task's kind: build and plan have their own, the other
+        kinds (docs, hotfix, review) use the general PROMPT.md."""
+        files = self.ctx.config.files
+        name = {"build": files.prompt, "plan": files.plan}.get(task.kind, files.general)
+        return _read(self.ctx.paths.root / name, required=True)
+
+    def _memory(self) -> Memory:
+        root, files = self.ctx.paths.root, self.ctx.config.files
+        return Memory(agents=_read(root / files.agents), feedback=_read(root / files.feedback),
+                      progress=_read(root / files.progress), prd=_read(root / files.prd),
+                      prd_name=files.prd, progress_name=files.progress)
+
+    def _note(self, line: str) -> None:
+        path = self.ctx.paths.root / self.ctx.config.files.progress
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(f"\n- {now_ts()} {line}\n")
+
+    # -- finishing ----------------------------------------------------------------------------
+
+    def _finish(self, rec: _Record, clock: float) -> StepResult:
+        ctx = self.ctx
+        paths = ctx.paths
+        finished = now_ts()
+        repo_clean = rec.repo_clean
+        result = StepResult(
+            iteration=rec.iteration, agent=self.agent.name, task_id=rec.task.id,
+            exit_signal=rec.exit_signal, return_code=rec.return_code,
+            log_path=paths.relative(rec.log_path) if rec.log_path else None,
+            progress_made=rec.progress_made, no_progress_streak=ctx.state.no_progress_streak,
+            gates_ok=rec.gates_ok is True, repo_clean=repo_clean, judge_ok=rec.judge_ok,
+            review_ok=rec.review_ok, blocked=rec.blocked, attempt_id=rec.attempt_id,
+            receipts_dir=paths.relative(rec.receipts_dir) if rec.receipts_dir else None,
+            context_dir=paths.relative(rec.context_dir) if rec.context_dir else None,
+            task_title=rec.task.title, iteration_id=f"{rec.iteration:06d}", run_id=self.run_id,
+            status=rec.status, verified=rec.verified, reason=rec.reason,
+            agent_status=rec.outcome.status if rec.outcome else None, commit=rec.commit,
+            started_at=rec.started, finished_at=finished,
+            duration_seconds=round(time.monotonic() - clock, 3))
+        body = result.model_dump(mode="json")
+        body["gates"] = [r.to_dict() for r in rec.receipts]
+        attempt_file = paths.attempt_file(rec.task.id, rec.attempt_id)
+        attempt_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(attempt_file, orjson.dumps(body, option=orjson.OPT_INDENT_2),
+                           durable=False)
+        self.emit("iteration.finished", result.model_dump(mode="json"))
+        ctx.state.in_flight = None
+        ctx.state.last = last_iteration(result)
+        ctx.save()
+        return result
+
+
+def last_iteration(result: StepResult) -> LastIteration:
+    return LastIteration(iteration_id=result.iteration_id, iteration=result.iteration,
+                         run_id=result.run_id, task_id=result.task_id,
+                         task_title=result.task_title, status=result.status,
+                         exit_code=result.return_code, started_at=result.started_at,
+                         finished_at=result.finished_at, verified=result.verified,
+                         reason=result.reason)
+
+
+@dataclass
+class _Record:
+    """What an iteration found out so far (filled in as it goes)."""
+
+    iteration: int
+    task: Task
+    attempt_id: str
+    started: str
+    status: IterationStatus = "not_done"
+    reason: str | None = None
+    outcome: AgentOutcome | None = None
+    exit_signal: bool | None = None
+    return_code: int | None = None
+    log_path: Path | None = None
+    context_dir: Path | None = None
+    receipts_dir: Path | None = None
+    receipts: tuple[GateReceipt, ...] | list[GateReceipt] = ()
+    gates_ok: bool | None = None
+    judge_ok: bool | None = None
+    review_ok: bool | None = None
+    claimed: bool = False
+    verified: bool = False
+    blocked: bool = False
+    progress_by_agent: bool = False
+    progress_made: bool = False
+    commit: str | None = None
+    repo_clean: bool = False
+
+
+class _Tagged:
+    """An EventSink for the judge's or reviewer's agent run: adds `role` to each event."""
+
+    def __init__(self, emit: EventSink, role: str) -> None:
+        self._emit = emit
+        self._role = role
+
+    def __call__(self, topic: str, meta: dict[str, Any],
+                 content: bytes | str | None = None) -> object:
+        return self._emit(topic, {**meta, "role": self._role}, content)
+
+
+def _agent_failure(outcome: AgentOutcome) -> str:
+    if outcome.status == "timeout":
+        return outcome.message
+    if outcome.status == "auth_error":
+        return f"could not authenticate: {outcome.message}"
+    return f"failed ({outcome.message or f'exit code {outcome.exit_code}'})"
+
+
+def _read(path: Path, *, required: bool = False) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise LoopError(f"{path.name} is missing: run `ralph init` or set it in "
+                            "ralph.toml [files]") from None
+        return ""
+    except OSError as exc:
+        raise LoopError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+__all__ = ["AgentError", "Iteration", "LoopContext", "nothing_to_do", "ready_task"]

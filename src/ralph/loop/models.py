@@ -1,0 +1,112 @@
+"""The loop's typed records: an iteration's result (the bridge's `step` result), a run's
+outcome, and the status report. Field names follow the bridge protocol to the letter."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+IterationStatus = Literal[
+    "done",  # the task was verified done
+    "not_done",  # the agent ran; verification did not pass
+    "agent_failed",  # the agent errored, timed out or could not authenticate
+    "stopped",  # a stop request or Ctrl-C ended it
+    "interrupted",  # the orchestrator died during it (found and recorded afterwards)
+    "error",  # the orchestrator could not go on (a missing prompt file, a git failure)
+]
+StopReason = Literal["complete", "no_progress", "max_iterations", "stopped", "error"]
+
+
+class StepResult(BaseModel):
+    """One iteration: exactly the `step` result of the bridge protocol, plus our extras."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # -- the bridge protocol's fields
+    iteration: int
+    agent: str
+    task_id: str | None
+    exit_signal: bool | None
+    return_code: int | None
+    log_path: str | None
+    progress_made: bool
+    no_progress_streak: int
+    gates_ok: bool
+    repo_clean: bool
+    judge_ok: bool | None
+    review_ok: bool | None
+    blocked: bool
+    attempt_id: str | None
+    receipts_dir: str | None
+    context_dir: str | None
+    task_title: str | None
+    # -- ours
+    iteration_id: str
+    run_id: str
+    status: IterationStatus
+    verified: bool
+    reason: str | None  # why the task was not verified done (None when it was)
+    agent_status: str | None
+    commit: str | None
+    started_at: str
+    finished_at: str
+    duration_seconds: float
+
+
+class LastIteration(BaseModel):
+    """`status.last`: the last iteration, as state.json keeps it."""
+
+    iteration_id: str
+    iteration: int
+    run_id: str | None
+    task_id: str | None
+    task_title: str | None
+    status: IterationStatus
+    exit_code: int | None
+    started_at: str
+    finished_at: str | None
+    verified: bool
+    reason: str | None
+
+
+class RunOutcome(BaseModel):
+    run_id: str
+    reason: StopReason
+    message: str
+    iterations: int
+    done: int
+    total: int
+
+
+class NextTask(BaseModel):
+    task_id: str
+    title: str
+    kind: str
+
+
+class BlockedTask(BaseModel):
+    task_id: str
+    title: str
+    reason: str | None
+
+
+class StatusReport(BaseModel):
+    """`ralph status` and the bridge's `status`: bounded work, whatever the history."""
+
+    version: str
+    cwd: str
+    prd: str
+    progress: str
+    agents: str
+    prompt: str
+    done: int
+    total: int
+    next: NextTask | None
+    running: bool
+    paused: bool
+    activeRunId: str | None
+    last: LastIteration | None
+    blocked: list[BlockedTask]
+    iterations: int
+    no_progress_streak: int

@@ -1,0 +1,413 @@
+"""The loop service: step, run (foreground or background), pause, resume, stop, status.
+
+Every face calls this one service. One run at a time per project: in this process (checked
+here) and across processes (the flock of `.ralph/loop.lock`). A process that dies in the
+middle of an iteration leaves `in_flight` in state.json; the next start kills the agent it
+left behind, records the iteration as interrupted, and goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ralph import __version__
+from ralph.agents import adapter_for
+from ralph.agents.base import AgentCommand
+from ralph.agents.runner import resolve_program
+from ralph.config import Config, ResolvedAgent, load_config
+from ralph.errors import RalphError
+from ralph.git import Git
+from ralph.loop.errors import LoopBusy, LoopError, NothingToDo
+from ralph.loop.events import EventSink, Observer
+from ralph.loop.gates import run_gates
+from ralph.loop.iteration import (
+    RUNTIME,
+    Iteration,
+    LoopContext,
+    last_iteration,
+    now_ts,
+    ready_task,
+)
+from ralph.loop.lock import ProjectLock
+from ralph.loop.models import (
+    BlockedTask,
+    NextTask,
+    RunOutcome,
+    StatusReport,
+    StepResult,
+    StopReason,
+)
+from ralph.loop.paths import ProjectPaths
+from ralph.loop.state import ActiveRun, LoopState, load_state, save_state
+from ralph.proc import group_alive, kill_group
+from ralph.store import Store
+from ralph.store.ids import IdGenerator
+from ralph.tracker import Task, open_tracker
+
+log = logging.getLogger("ralph.loop")
+_ids = IdGenerator()
+
+
+def new_run_id() -> str:
+    return "run_" + _ids.next()[0]
+
+
+class LoopService:
+    """The Ralph loop for the project at `root`."""
+
+    def __init__(self, root: Path, *, config: Config | None = None, store: Store | None = None,
+                 observer: Observer | None = None) -> None:
+        self.paths = ProjectPaths(root)
+        self.config = config if config is not None else load_config(root)
+        self.observer = observer
+        self._own_store = store is None
+        self.store = store if store is not None else Store(self.paths.store)
+        self.git = Git(root)
+        self._lock = ProjectLock(self.paths.lock)
+        self._active_run_id: str | None = None
+        self._run_task: asyncio.Task[RunOutcome] | None = None
+        self._iteration_task: asyncio.Task[StepResult] | None = None
+        self._stop_requested = False
+        self._paused = False
+        self._resumed: asyncio.Event | None = None
+        self._state: LoopState | None = None
+
+    @property
+    def active_run_id(self) -> str | None:
+        return self._active_run_id
+
+    def close(self) -> None:
+        self._lock.release()
+        if self._own_store:
+            self.store.close()
+
+    # -- entry points ------------------------------------------------------------------------
+
+    async def step(self, agent: str | None = None, *, require_clean: bool = False) -> StepResult:
+        """Run exactly one iteration with a fresh agent."""
+        run_id = new_run_id()
+        async with self._session(run_id, agent, 1, "step", require_clean) as (ctx, resolved):
+            emit = EventSink(self.store, run_id, self.observer)
+            result = await self._iterate(ctx, run_id, resolved, emit)
+            done, total = self._progress(ctx)
+            self._finish_run(ctx, emit, "complete" if done == total else "max_iterations",
+                             "one step", 1)
+            return result
+
+    async def run(self, agent: str | None = None, max_iterations: int | None = None, *,
+                  require_clean: bool = False) -> RunOutcome:
+        """Loop until every task is verified done, or another stop reason (foreground)."""
+        return await self._run(new_run_id(), agent, max_iterations, require_clean)
+
+    def start_run(self, agent: str | None = None, max_iterations: int | None = None, *,
+                  require_clean: bool = False) -> str:
+        """Start a run in the background (a task on the running event loop); its id."""
+        self._check_idle()
+        run_id = new_run_id()
+        self._active_run_id = run_id  # reserved now, so that a second start fails at once
+        self._run_task = asyncio.get_running_loop().create_task(
+            self._run(run_id, agent, max_iterations, require_clean, reserved=True),
+            name=f"ralph-run-{run_id}")
+        return run_id
+
+    async def wait(self) -> RunOutcome | None:
+        """The outcome of the background run, when it ends (None if there is none)."""
+        task = self._run_task
+        return None if task is None else await task
+
+    def stop(self) -> bool:
+        """Stop the active run now: the agent's process group ends with it."""
+        if self._active_run_id is None:
+            return False
+        self._stop_requested = True
+        if self._resumed is not None:
+            self._resumed.set()
+        if self._iteration_task is not None and not self._iteration_task.done():
+            self._iteration_task.cancel()
+        return True
+
+    def pause(self) -> bool:
+        """Pause the active run before its next iteration."""
+        if self._active_run_id is None or self._stop_requested:
+            return False
+        self._paused = True
+        if self._resumed is not None:
+            self._resumed.clear()
+        self._set_paused(True)
+        return True
+
+    def resume(self) -> bool:
+        if self._active_run_id is None or not self._paused:
+            return False
+        self._paused = False
+        if self._resumed is not None:
+            self._resumed.set()
+        self._set_paused(False)
+        return True
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    # -- status ------------------------------------------------------------------------------
+
+    def status(self) -> StatusReport:
+        """Progress and run state, from the tracker and state.json only: its cost does not
+        grow with the number of past iterations."""
+        state = self._state if self._state is not None else load_state(self.paths.state)
+        tasks = open_tracker(self.paths.root / self.config.files.prd).load()
+        files = self.config.files
+        running = self._active_run_id is not None or (
+            state.active_run is not None and self._lock.is_held_elsewhere())
+        active = state.active_run if state.active_run is not None and running else None
+        nxt = ready_task(tasks, state)
+        blocked = [BlockedTask(task_id=t.id, title=t.title,
+                               reason=t.blocked_reason or _state_block(state, t))
+                   for t in tasks if t.status == "blocked" or _state_block(state, t)]
+        return StatusReport(
+            version=__version__, cwd=str(self.paths.root), prd=files.prd,
+            progress=files.progress, agents=files.agents, prompt=files.prompt,
+            done=sum(t.status == "done" for t in tasks), total=len(tasks),
+            next=NextTask(task_id=nxt.id, title=nxt.title, kind=nxt.kind) if nxt else None,
+            running=running, paused=self._paused or bool(active and active.paused),
+            activeRunId=self._active_run_id or (active.run_id if active else None),
+            last=state.last, blocked=blocked, iterations=state.iteration_count,
+            no_progress_streak=state.no_progress_streak)
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def _run(self, run_id: str, agent: str | None, max_iterations: int | None,
+                   require_clean: bool, *, reserved: bool = False) -> RunOutcome:
+        limit = max_iterations if max_iterations is not None else self.config.loop.max_iterations
+        if limit < 1:
+            raise LoopError("max iterations must be at least 1")
+        try:
+            async with self._session(run_id, agent, limit, "run", require_clean,
+                                     reserved=reserved) as (ctx, resolved):
+                emit = EventSink(self.store, run_id, self.observer)
+                reason, message, count = await self._loop(ctx, run_id, resolved, emit, limit)
+                done, total = self._progress(ctx)
+                self._finish_run(ctx, emit, reason, message, count)
+                return RunOutcome(run_id=run_id, reason=reason, message=message,
+                                  iterations=count, done=done, total=total)
+        finally:
+            if reserved and self._active_run_id == run_id:
+                self._active_run_id = None
+
+    async def _loop(self, ctx: LoopContext, run_id: str, agent: ResolvedAgent,
+                    emit: EventSink, limit: int) -> tuple[StopReason, str, int]:
+        count = 0
+        last_verified = False
+        while True:
+            if self._stop_requested:
+                return "stopped", "stopped on request", count
+            if self._paused:
+                await self._wait_resume(emit)
+                continue
+            tasks = ctx.tracker().load()
+            if all(t.status == "done" for t in tasks):
+                ok, why = await self._final_check(ctx, emit, run_id, last_verified)
+                if ok:
+                    return "complete", f"all {len(tasks)} tasks are verified done", count
+                return "error", why, count
+            if ready_task(tasks, ctx.state) is None:
+                return "no_progress", "every remaining task is blocked", count
+            if count >= limit:
+                return "max_iterations", f"reached the limit of {limit} iterations", count
+            try:
+                result = await self._iterate(ctx, run_id, agent, emit)
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if self._stop_requested and not (current and current.cancelling()):
+                    return "stopped", "stopped on request", count + 1
+                raise
+            except NothingToDo:
+                continue
+            except (RalphError, OSError) as exc:
+                emit("loop.error", {"message": str(exc)})
+                return "error", str(exc), count + 1
+            count += 1
+            last_verified = result.verified
+            if ctx.state.no_progress_streak >= self.config.loop.no_progress_limit:
+                return ("no_progress", f"no progress in {ctx.state.no_progress_streak} "
+                        "iterations in a row", count)
+
+    async def _iterate(self, ctx: LoopContext, run_id: str, agent: ResolvedAgent,
+                       emit: EventSink) -> StepResult:
+        """One iteration in its own task, so that stop() can cancel just it."""
+        iteration = Iteration(ctx, run_id=run_id, agent=agent, emit=emit)
+        self._iteration_task = asyncio.get_running_loop().create_task(iteration.run())
+        try:
+            return await self._iteration_task
+        finally:
+            self._iteration_task = None
+
+    async def _final_check(self, ctx: LoopContext, emit: EventSink, run_id: str,
+                           last_verified: bool) -> tuple[bool, str]:
+        """Every task is marked done: unless this run just verified the last one, run the
+        gates once more, so that "complete" always rests on evidence gathered now."""
+        if last_verified or not ctx.config.gates.commands:
+            return True, ""
+        receipts = await run_gates(ctx.config.gates.commands, cwd=ctx.paths.root,
+                                   timeout_s=ctx.config.gates.timeout_seconds,
+                                   receipts_dir=ctx.paths.ralph_dir / "receipts" / "_final" /
+                                   run_id, emit=emit)
+        failed = [r for r in receipts if not r.ok]
+        if failed:
+            return False, (f"every task is marked done, but gate '{failed[0].command}' fails "
+                           f"(exit {failed[0].exit_code})")
+        return True, ""
+
+    async def _wait_resume(self, emit: EventSink) -> None:
+        emit("run.paused", {})
+        assert self._resumed is not None
+        await self._resumed.wait()
+        if not self._stop_requested:
+            emit("run.resumed", {})
+
+    # -- session: lock, recovery, checks, run.started / run.stopped ---------------------------
+
+    @contextlib.asynccontextmanager
+    async def _session(self, run_id: str, agent: str | None, limit: int, mode: str,
+                       require_clean: bool, *, reserved: bool = False
+                       ) -> AsyncIterator[tuple[LoopContext, ResolvedAgent]]:
+        if not reserved:
+            self._check_idle()
+        if not self._lock.try_acquire():
+            state = load_state(self.paths.state)
+            other = state.active_run.run_id if state.active_run else None
+            holder = other or "another process holds .ralph/loop.lock"
+            raise LoopBusy(f"a run is already active for this project ({holder})", other)
+        self._active_run_id = run_id
+        self._stop_requested = False
+        self._paused = False
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        try:
+            state = load_state(self.paths.state)
+            self._state = state
+            ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
+            self._recover(ctx)
+            resolved = await self._preflight(ctx, agent, require_clean)
+            state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
+                                         max_iterations=limit, started_at=now_ts(), mode=mode)
+            ctx.save()
+            emit = EventSink(self.store, run_id, self.observer)
+            emit("run.started", {"agent": resolved.name, "maxIterations": limit,
+                                 "startIteration": state.iteration_count + 1, "mode": mode})
+            try:
+                yield ctx, resolved
+            except BaseException as exc:
+                if state.active_run is not None:  # ended by an error, not by _finish_run
+                    message = "stopped" if isinstance(exc, asyncio.CancelledError) else str(exc)
+                    reason: StopReason = ("stopped" if isinstance(
+                        exc, asyncio.CancelledError | KeyboardInterrupt) else "error")
+                    if reason == "error":
+                        emit("loop.error", {"message": message})
+                    self._finish_run(ctx, emit, reason, message, None)
+                raise
+        finally:
+            self._active_run_id = None
+            self._state = None
+            self._paused = False
+            self._lock.release()
+
+    def _finish_run(self, ctx: LoopContext, emit: EventSink, reason: StopReason, message: str,
+                    iterations: int | None) -> None:
+        done, total = self._progress(ctx)
+        ctx.state.active_run = None
+        ctx.save()
+        emit("run.stopped", {"reason": reason, "message": message, "iterations": iterations,
+                             "done": done, "total": total})
+
+    def _progress(self, ctx: LoopContext) -> tuple[int, int]:
+        try:
+            tasks = ctx.tracker().load()
+        except Exception:  # the tracker's own error was already reported where it occurred
+            return 0, 0
+        return sum(t.status == "done" for t in tasks), len(tasks)
+
+    async def _preflight(self, ctx: LoopContext, agent: str | None,
+                         require_clean: bool) -> ResolvedAgent:
+        """Everything that can be wrong before an agent starts, each as one clear error."""
+        if not await self.git.is_repo():
+            raise LoopError(f"{self.paths.root} is not a git repository: run `git init` "
+                            "(Ralph commits each iteration's work)")
+        resolved = self.config.agent(agent or self.config.loop.default_agent)
+        adapter = adapter_for(resolved.adapter)
+        command: AgentCommand = adapter.build(list(resolved.argv), resolved.model, "", "")
+        resolve_program(command.argv, resolved, adapter.install_hint)
+        tasks = ctx.tracker().load()
+        if not tasks:
+            raise LoopError(f"{self.config.files.prd} has no tasks")
+        if not await self.git.is_clean(exclude=RUNTIME):
+            if require_clean:
+                raise LoopError("the working tree has uncommitted changes (--require-clean): "
+                                "commit or stash them first")
+            log.warning("the working tree has uncommitted changes; Ralph's commits will "
+                        "include them")
+        if self.config.git.branch:
+            current = await self.git.current_branch()
+            if current != self.config.git.branch:
+                await self.git.switch_branch(self.config.git.branch, create=True)
+        return resolved
+
+    def _recover(self, ctx: LoopContext) -> None:
+        """Record what a process that died (SIGKILL, power loss) left unfinished."""
+        state = ctx.state
+        flight = state.in_flight
+        dead = state.active_run
+        if flight is not None:
+            if flight.agent_pgid and group_alive(flight.agent_pgid):
+                kill_group(flight.agent_pgid)
+            emit = EventSink(self.store, flight.run_id, self.observer)
+            finished = now_ts()
+            result = StepResult(
+                iteration=flight.iteration, agent=dead.agent if dead else "unknown",
+                task_id=flight.task_id, exit_signal=None, return_code=None,
+                log_path=self.paths.relative(self.paths.log(flight.iteration)),
+                progress_made=False, no_progress_streak=state.no_progress_streak,
+                gates_ok=False, repo_clean=False, judge_ok=None, review_ok=None, blocked=False,
+                attempt_id=flight.attempt_id, receipts_dir=None,
+                context_dir=self.paths.relative(self.paths.context_dir(flight.task_id,
+                                                                       flight.attempt_id)),
+                task_title=flight.task_title, iteration_id=flight.iteration_id,
+                run_id=flight.run_id, status="interrupted", verified=False,
+                reason=f"the process running it (pid {flight.pid}) died mid-iteration",
+                agent_status=None, commit=None, started_at=flight.started_at,
+                finished_at=finished, duration_seconds=0.0)
+            emit("iteration.finished", result.model_dump(mode="json"))
+            state.last = last_iteration(result)
+            state.in_flight = None
+            log.warning("iteration %d (task %s) was interrupted when its process died; "
+                        "recorded as interrupted", flight.iteration, flight.task_id)
+        if dead is not None:
+            EventSink(self.store, dead.run_id, self.observer)(
+                "run.stopped", {"reason": "error", "message": f"the process running it "
+                                f"(pid {dead.pid}) died", "iterations": None})
+            state.active_run = None
+        if flight is not None or dead is not None:
+            save_state(self.paths.state, state)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _check_idle(self) -> None:
+        if self._active_run_id is not None:
+            raise LoopBusy(f"run {self._active_run_id} is active: stop it first",
+                           self._active_run_id)
+
+    def _set_paused(self, paused: bool) -> None:
+        state = self._state
+        if state is not None and state.active_run is not None:
+            state.active_run.paused = paused
+            save_state(self.paths.state, state)
+
+
+def _state_block(state: LoopState, task: Task) -> str | None:
+    entry = state.tasks.get(task.id)
+    return entry.blocked if entry else None

@@ -1,0 +1,91 @@
+"""`.ralph/state.json`: the loop's small, bounded current state (history is in the store)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, Field, ValidationError
+
+from ralph.errors import RalphError
+from ralph.fsutil import atomic_write_bytes
+from ralph.loop.models import LastIteration
+
+log = logging.getLogger("ralph.loop")
+
+STATE_VERSION = 1
+
+
+class StateError(RalphError):
+    """state.json cannot be written."""
+
+
+class ActiveRun(BaseModel):
+    run_id: str
+    pid: int
+    agent: str
+    max_iterations: int
+    started_at: str
+    paused: bool = False
+    mode: str = "run"  # "run" or "step"
+
+
+class InFlight(BaseModel):
+    """The iteration under way: if the process dies, the next start finds and records it."""
+
+    iteration: int
+    iteration_id: str
+    run_id: str
+    task_id: str
+    task_title: str
+    attempt_id: str
+    started_at: str
+    pid: int
+    agent_pgid: int | None = None
+
+
+class TaskState(BaseModel):
+    attempts: int = 0  # attempts started
+    failures: int = 0  # attempts that ended without the task verified done
+    blocked: str | None = None
+
+
+class LoopState(BaseModel):
+    version: int = STATE_VERSION
+    iteration_count: int = 0
+    no_progress_streak: int = 0
+    active_run: ActiveRun | None = None
+    in_flight: InFlight | None = None
+    last: LastIteration | None = None
+    tasks: dict[str, TaskState] = Field(default_factory=dict)
+    agent_starts: list[float] = Field(default_factory=list)  # epoch seconds, last hour only
+
+    def task(self, task_id: str) -> TaskState:
+        return self.tasks.setdefault(task_id, TaskState())
+
+
+def load_state(path: Path) -> LoopState:
+    """The state, or a fresh one if the file is missing; a damaged file is set aside."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return LoopState()
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return LoopState.model_validate(orjson.loads(raw) if raw.strip() else {})
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        aside = path.with_name(path.name + ".damaged")
+        path.replace(aside)
+        log.warning("%s was damaged (%s); kept as %s and starting from a fresh state", path,
+                    str(exc).splitlines()[0], aside.name)
+        return LoopState()
+
+
+def save_state(path: Path, state: LoopState) -> None:
+    try:
+        atomic_write_bytes(path, orjson.dumps(state.model_dump(mode="json"),
+                                              option=orjson.OPT_INDENT_2) + b"\n")
+    except OSError as exc:
+        raise StateError(f"cannot write {path}: {exc.strerror}") from None

@@ -1,0 +1,1 @@
+"""Test doubles that tests and the demo use: scriptable fake agents (no model is called)."""
