@@ -183,8 +183,12 @@ async def run_process(
     log_path: Path | None = None,
     tail_bytes: int = 65536,
     grace_s: float = 3.0,
+    on_start: Callable[[int], None] | None = None,
 ) -> ProcessResult:
     """Run `argv` in `cwd` as an owned child and return what happened once nothing is left.
+
+    `on_start(pid)` is called once the child runs: its pid is also its process group id, which
+    a caller can record so that a later process can end the group if this one dies.
 
     `env` is merged over `os.environ` (None: inherit it as is). `stdin_data` is written to the
     child's stdin, which is then closed (None: stdin is /dev/null); a child that exits without
@@ -222,6 +226,8 @@ async def run_process(
             raise ProcessError(_spawn_message(args[0], cwd, exc)) from exc
         raise
     pid = transport.get_pid()
+    if on_start is not None:
+        on_start(pid)
     if stdin_data is not None:
         _feed_stdin(transport, stdin_data)
     output.start_writer()
@@ -490,7 +496,7 @@ class _Output:
             if self._paused:
                 self._set_paused(False)
             try:
-                await asyncio.to_thread(self._log.write, batch)
+                await asyncio.to_thread(_write_fully, self._log, batch)
             except OSError as exc:
                 self._fail(ProcessError(f"cannot write {self._log_path}: {exc.strerror or exc}"))
                 return
@@ -521,10 +527,22 @@ class _Output:
         self._log = None
 
 
+def _write_fully(log_file: BinaryIO, data: bytes) -> None:
+    """An unbuffered write may take only part of the data: write the rest too."""
+    view = memoryview(data)
+    while view:
+        written = log_file.write(view)
+        view = view[written or 0:]
+        if not written:
+            raise OSError("the log file accepted no bytes")
+
+
 def _open_log(path: Path) -> BinaryIO:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return path.open("ab")
+        # Unbuffered: what the child printed is in the file as soon as it is read, so that a
+        # log can be followed live (`tail -f`) and a crash loses nothing that was read.
+        return path.open("ab", buffering=0)
     except OSError as exc:
         raise ProcessError(f"cannot open log {path}: {exc.strerror or exc}") from exc
 

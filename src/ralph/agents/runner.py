@@ -75,8 +75,11 @@ def resolve_program(argv: list[str], agent: ResolvedAgent, hint: str | None) -> 
 
 
 async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file: Path,
-                    log_path: Path, emit: Emit, timeout_s: float | None = None) -> AgentOutcome:
-    """Run `agent` on `prompt`; cancellation ends the agent's whole process group."""
+                    log_path: Path, emit: Emit, timeout_s: float | None = None,
+                    on_start: Callable[[int], None] | None = None) -> AgentOutcome:
+    """Run `agent` on `prompt`; cancellation ends the agent's whole process group.
+
+    `on_start(pgid)` learns the agent's process group as soon as it runs."""
     adapter = adapter_for(agent.adapter)
     command = adapter.build(list(agent.argv), agent.model, prompt, str(prompt_file))
     resolve_program(command.argv, agent, adapter.install_hint)
@@ -115,7 +118,8 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     try:
         result = await run_process(command.argv, cwd=cwd, env={**agent.env, **command.env},
                                    stdin_data=command.stdin, timeout_s=timeout,
-                                   on_output=on_output, log_path=log_path)
+                                   on_output=on_output, log_path=log_path,
+                                   on_start=on_start)
     except ProcessError as exc:
         raise AgentError(f"agent '{agent.name}': {exc}") from None
     for stream, splitter in splitters.items():

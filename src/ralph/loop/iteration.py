@@ -163,7 +163,7 @@ class Iteration:
             self.ctx.save()
             outcome = await run_agent(self.agent, prompt, cwd=self.ctx.paths.root,
                                       prompt_file=prompt_file, log_path=log_path,
-                                      emit=self._role_emit(role))
+                                      emit=self._role_emit(role), on_start=self._started)
             if outcome.status != "rate_limited":
                 return outcome
             wait = backoff_seconds(retries, retry_after_s=outcome.retry_after_s,
@@ -173,6 +173,14 @@ class Iteration:
                                              "retry": retries + 1, "role": role})
             retries += 1
             await asyncio.sleep(wait)
+
+    def _started(self, pgid: int) -> None:
+        """Record the agent's process group, so that if this process dies the next start can
+        end the agent it left behind."""
+        flight = self.ctx.state.in_flight
+        if flight is not None:
+            flight.agent_pgid = pgid
+            self.ctx.save()
 
     def _role_emit(self, role: str) -> EventSink | _Tagged:
         return self.emit if role == "agent" else _Tagged(self.emit, role)

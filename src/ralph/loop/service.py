@@ -82,9 +82,20 @@ class LoopService:
         return self._active_run_id
 
     def close(self) -> None:
+        """Release the project; a background run must have ended (see `aclose`)."""
+        if self._run_task is not None and not self._run_task.done():
+            raise LoopError("a background run is still active: stop it and wait first")
         self._lock.release()
         if self._own_store:
             self.store.close()
+
+    async def aclose(self) -> None:
+        """Stop the background run if there is one, wait for it, then close."""
+        if self._run_task is not None and not self._run_task.done():
+            self.stop()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await self._run_task
+        self.close()
 
     # -- entry points ------------------------------------------------------------------------
 

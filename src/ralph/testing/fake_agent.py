@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _role(prompt: str) -> str:
+    if "## Your task for this iteration" in prompt:  # the loop's anchor: a worker's prompt
+        return "agent"
     if "JUDGE_SIGNAL" in prompt:
         return "judge"
     if "SHIP" in prompt and "BLOCK" in prompt:

@@ -1,0 +1,88 @@
+"""A scratch project for loop tests: a git repository, `ralph init`'s files, a PRD, and the
+scriptable fake agent (ralph.testing.fake_agent) configured as agent `fake`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ralph.loop import LoopService
+from ralph.scaffold import scaffold
+from ralph.store import Frame
+
+THREE_TASKS = """# Test project
+
+## Tasks
+
+- [ ] 1. First task
+  - it works
+- [ ] 2. Second task
+  - Depends on: 1
+- [ ] 3. Third task
+"""
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL).stdout
+
+
+@dataclass
+class Project:
+    root: Path
+    plan_path: Path
+
+    def plan(self, plan: dict[str, Any]) -> None:
+        self.plan_path.write_text(json.dumps(plan))
+        self.plan_path.with_name(self.plan_path.name + ".calls.json").unlink(missing_ok=True)
+
+    def config(self, extra: str = "", *, gates: list[str] | None = None) -> None:
+        """ralph.toml: the fake agent as default, fast rate-limit waits, `extra` appended."""
+        argv = [sys.executable, "-m", "ralph.testing.fake_agent", "--plan", str(self.plan_path)]
+        gate_list = json.dumps(gates if gates is not None else [])
+        text = (f'[loop]\ndefault_agent = "fake"\nrate_limit_max_wait_seconds = 1\n'
+                f"max_iterations = 10\n\n[agents.fake]\nargv = {json.dumps(argv)}\n"
+                f"timeout_seconds = 60\n\n[gates]\ncommands = {gate_list}\n{extra}")
+        (self.root / "ralph.toml").write_text(text)
+
+    def prd(self, text: str) -> None:
+        (self.root / "PRD.md").write_text(text)
+
+    def commit(self, message: str = "setup") -> None:
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-q", "-m", message)
+
+    def service(self, events: list[Frame] | None = None) -> LoopService:
+        return LoopService(self.root, observer=events.append if events is not None else None)
+
+    def log(self) -> list[str]:
+        return git(self.root, "log", "--format=%s").splitlines()
+
+    def read_prd(self) -> str:
+        return (self.root / "PRD.md").read_text()
+
+    def state(self) -> dict[str, Any]:
+        return dict(json.loads((self.root / ".ralph" / "state.json").read_text()))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q")
+    git(root, "config", "user.name", "Test")
+    git(root, "config", "user.email", "test@localhost")
+    scaffold(root, "md", False)
+    proj = Project(root, tmp_path / "plan.json")
+    proj.prd(THREE_TASKS)
+    proj.plan({"default": {"print": ["did nothing"]}})
+    proj.config()
+    proj.commit()
+    yield proj
