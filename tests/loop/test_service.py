@@ -219,7 +219,7 @@ async def test_hourly_cap_on_agent_starts(project: Project, monkeypatch: pytest.
     async def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(ratelimit.asyncio, "sleep", fake_sleep)
+    monkeypatch.setattr(ratelimit, "sleep", fake_sleep)
     project.plan({"default": {"append": {"w.txt": "x"}}})
     (project.root / "ralph.toml").write_text(
         (project.root / "ralph.toml").read_text().replace(

@@ -10,6 +10,7 @@ from ralph.loop.events import EventSink
 from ralph.loop.state import LoopState
 
 HOUR_S = 3600.0
+sleep = asyncio.sleep  # the hourly cap's wait (tests replace it to observe the wait)
 BACKOFF_BASE_S = 30.0
 
 
@@ -23,7 +24,7 @@ async def wait_for_start_slot(state: LoopState, per_hour: int, emit: EventSink) 
         if wait > 0:
             emit("agent.rate_limited", {"reason": "rate_limit_per_hour", "wait_seconds": wait,
                                         "limit": per_hour})
-            await asyncio.sleep(wait)
+            await sleep(wait)
     state.agent_starts.append(time.time())
     if per_hour > 0:
         state.agent_starts = state.agent_starts[-per_hour:]
