@@ -13,10 +13,12 @@ does not exclude `.ralph/state.json.bak`; `.ralph` excludes the whole directory)
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import tempfile
 from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ralph.errors import RalphError
@@ -72,12 +74,73 @@ class _Captured:
                 del self.stderr[:-_STDERR_KEEP]
 
 
+@dataclass(frozen=True)
+class WorkTree:
+    """The work tree at one moment, from a single `git status --porcelain=v2 --branch`.
+
+    `changes` are (XY code, path) pairs as `git status --short` shows them (untracked: `??`),
+    leaving out excluded paths. `fingerprint` also covers each changed file's size and mtime,
+    so that a file changed again (same status, new content) gives a new fingerprint.
+    """
+
+    head: str | None
+    branch: str | None
+    changes: tuple[tuple[str, str], ...]
+    fingerprint: str
+
+    @property
+    def clean(self) -> bool:
+        return not self.changes
+
+    def short(self) -> str:
+        return "\n".join(f"{code} {path}" for code, path in self.changes)
+
+
 class Git:
     """Git operations on the work tree at `root`, each a git child bounded by `timeout_s`."""
 
     def __init__(self, root: Path, *, timeout_s: float = 60) -> None:
         self.root = root
         self.timeout_s = timeout_s
+        self._identity: list[str] | None = None
+        self._ignore_key: tuple[int, int] | None = None
+        self._unignored: list[str] = []
+
+    async def snapshot(self, *, exclude: Sequence[str] = ()) -> WorkTree:
+        """HEAD, branch and changes in one git call (the loop takes one before and one after
+        each agent run: it is on every iteration's path)."""
+        _, out = await self._run(
+            ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--",
+             *_excludes(exclude)], whole=True)
+        head: str | None = None
+        branch: str | None = None
+        changes: list[tuple[str, str]] = []
+        fields = iter(bytes(out.stdout).split(b"\0"))
+        for field in fields:
+            if field.startswith(b"# branch.oid "):
+                oid = field[13:].decode()
+                head = None if oid == "(initial)" else oid
+            elif field.startswith(b"# branch.head "):
+                name = os.fsdecode(field[14:])
+                branch = None if name == "(detached)" else name
+            elif field.startswith((b"1 ", b"u ")):
+                parts = field.split(b" ", 8 if field[0:1] == b"1" else 10)
+                changes.append((parts[1].decode().replace(".", " "), os.fsdecode(parts[-1])))
+            elif field.startswith(b"2 "):
+                parts = field.split(b" ", 9)
+                changes.append((parts[1].decode().replace(".", " "), os.fsdecode(parts[-1])))
+                next(fields, None)  # the rename's original path
+            elif field.startswith(b"? "):
+                changes.append(("??", os.fsdecode(field[2:])))
+        digest = hashlib.sha256(f"{head}\0{branch}\0".encode())
+        for code, path in changes:
+            try:
+                st = (self.root / path).lstat()
+                stamp = f"{st.st_size}:{st.st_mtime_ns}"
+            except OSError:
+                stamp = "gone"
+            digest.update(f"{code}\0{path}\0{stamp}\0".encode("utf-8", "surrogateescape"))
+        return WorkTree(head, branch, tuple(changes), digest.hexdigest())
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -221,35 +284,67 @@ class Git:
             raise GitError("commit message is empty")
         # Stage everything, then unstage the excluded paths: naming them in `git add` (even as
         # exclude pathspecs) makes git fail when they are also ignored, as Ralph's runtime
-        # files usually are.
+        # files usually are. Paths .gitignore already covers need no unstaging.
         await self._run(["add", "-A"])
-        if exclude:
-            literal = [f":(literal){p}" for p in exclude]
+        unignored = await self._not_ignored(exclude)
+        if unignored:
+            literal = [f":(literal){p}" for p in unignored]
             if await self.head() is None:  # nothing to reset to before the first commit
                 await self._run(["rm", "--cached", "-r", "-q", "--ignore-unmatch", "--",
                                  *literal])
             else:
                 await self._run(["reset", "-q", "--", *literal])
-        result, _ = await self._run(["diff", "--cached", "--quiet"], ok=(0, 1))
-        if result.exit_code == 0:
-            return None
-        identity: list[str] = []
-        for key, fallback in (("user.name", "Ralph"), ("user.email", "ralph@localhost")):
-            found, _ = await self._run(["config", "--get", key], ok=(0, 1))
-            if found.exit_code != 0:
-                identity += ["-c", f"{key}={fallback}"]
+        identity = await self._commit_identity()
         with tempfile.TemporaryDirectory(prefix="ralph-git-") as scratch:
             message_file = Path(scratch) / "message"
             message_file.write_text(message, encoding="utf-8")
-            await self._run(
+            result, out = await self._run(
                 [*identity, "commit", "-q", "--cleanup=whitespace", "-F", str(message_file)],
-                error_lines=_ERROR_LINES, label="git commit")
+                ok=(0, 1), error_lines=_ERROR_LINES, label="git commit")
+        if result.exit_code == 1:
+            said = bytes(out.stdout) + bytes(out.stderr)
+            if b"nothing to commit" in said or b"nothing added to commit" in said or (
+                    b"no changes added to commit" in said):
+                return None
+            detail = "\n".join(_last_lines(result.tail, _ERROR_LINES))
+            raise GitError(f"git commit failed (exit 1):\n{detail}", output=detail)
         sha = await self.head()
         if sha is None:
             raise GitError("git commit succeeded but HEAD has no commit")
         return sha
 
     # -- plumbing ---------------------------------------------------------------------------
+
+    async def _commit_identity(self) -> list[str]:
+        """`-c user.name=... -c user.email=...` when git has none. A configured identity is
+        remembered (one lookup per Git); a missing one is looked up again each time, so that
+        configuring it later takes effect."""
+        if self._identity == []:
+            return []
+        identity: list[str] = []
+        for key, fallback in (("user.name", "Ralph"), ("user.email", "ralph@localhost")):
+            found, _ = await self._run(["config", "--get", key], ok=(0, 1))
+            if found.exit_code != 0:
+                identity += ["-c", f"{key}={fallback}"]
+        self._identity = identity
+        return identity
+
+    async def _not_ignored(self, paths: Sequence[str]) -> list[str]:
+        """The paths .gitignore does not cover (asked again only when .gitignore changes)."""
+        if not paths:
+            return []
+        try:
+            st = (self.root / ".gitignore").stat()
+            key: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = (0, 0)
+        if key != self._ignore_key:
+            _, out = await self._run(["check-ignore", "--no-index", "--", *paths],
+                                     ok=(0, 1), whole=True)
+            ignored = {os.fsdecode(line) for line in bytes(out.stdout).splitlines()}
+            self._unignored = [p for p in paths if p not in ignored]
+            self._ignore_key = key
+        return self._unignored
 
     async def _empty_tree(self) -> str:
         """The empty tree's id in this repository's hash (sha1 or sha256)."""

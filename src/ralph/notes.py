@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from ralph.store import Frame, Store, StoreError
+from ralph.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from ralph.store import Frame, Store
 
 log = logging.getLogger("ralph.notes")
 

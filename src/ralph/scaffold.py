@@ -32,6 +32,7 @@ RUNTIME_SUBDIRS = ("logs", "receipts", "context", "attempts", "store")
 # The parts of .ralph/ that belong to one machine's runs, not to the project's history.
 GITIGNORE_ENTRIES = (
     ".ralph/state.json",
+    ".ralph/state.json.damaged",
     ".ralph/logs/",
     ".ralph/receipts/",
     ".ralph/context/",

@@ -17,16 +17,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ralph.cli.display import RunDisplay
-from ralph.loop import LoopService, RunOutcome
-from ralph.scaffold import scaffold
+if TYPE_CHECKING:
+    from ralph.loop import LoopService, RunOutcome
 
 PRD = """# Calculator
 
@@ -130,6 +129,8 @@ def gate_command() -> str:
 
 def create_project(root: Path, plan_path: Path) -> None:
     """The scratch project: scaffolded by `ralph init`, then the demo's package and PRD."""
+    from ralph.scaffold import scaffold
+
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q")
     _git(root, "config", "user.name", "Ralph demo")
@@ -167,6 +168,9 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
 ) -> None:
     """Run the loop on a scratch project with the built-in replay agent."""
+    from ralph.cli.display import RunDisplay
+    from ralph.loop import LoopService
+
     console = Console(highlight=False, soft_wrap=True)
     base = Path(tempfile.mkdtemp(prefix="ralph-demo-")) if directory is None else directory
     if directory is not None and directory.exists() and any(directory.iterdir()):

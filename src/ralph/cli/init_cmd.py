@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ralph.cli.output import write_json
 from ralph.project import find_project_root
-from ralph.scaffold import ScaffoldResult, scaffold
+
+if TYPE_CHECKING:
+    from ralph.scaffold import ScaffoldResult
 
 
 class TrackerChoice(StrEnum):
@@ -33,6 +35,8 @@ def init(
     json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
     """Create ralph.toml, the prompts, the PRD and .ralph/ in the project root."""
+    from ralph.scaffold import scaffold
+
     root = find_project_root()
     result = scaffold(root, tracker.value, force, git_init=git_init)
     if json:

@@ -1,4 +1,7 @@
-"""`ralph step`, `ralph run`, `ralph status`: thin faces over ralph.loop.LoopService."""
+"""`ralph step`, `ralph run`, `ralph status`: thin faces over ralph.loop.LoopService.
+
+The loop is imported inside each command: `ralph status` then loads only what a status
+needs (config, tracker, state), not the agents, gates and git machinery."""
 
 from __future__ import annotations
 
@@ -6,17 +9,19 @@ import asyncio
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ralph.cli.display import RunDisplay
 from ralph.cli.output import error_line, write_json
 from ralph.errors import RalphError
-from ralph.loop import LoopService, NothingToDo, StatusReport
 from ralph.project import find_project_root
+
+if TYPE_CHECKING:
+    from ralph.cli.display import RunDisplay
+    from ralph.loop import LoopService, StatusReport
 
 EXIT_DONE = 0
 EXIT_INCOMPLETE = 1
@@ -34,6 +39,9 @@ CleanOption = Annotated[bool, typer.Option(
 
 def _service(quiet: bool, max_iterations: int | None = None) -> tuple[LoopService, RunDisplay |
                                                                       None]:
+    from ralph.cli.display import RunDisplay
+    from ralph.loop import LoopService
+
     display = None if quiet else RunDisplay(max_iterations=max_iterations)
     return LoopService(find_project_root(), observer=display), display
 
@@ -64,6 +72,8 @@ def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption
     """Run exactly one iteration: a fresh agent on the next task, then the verdict.
 
     Exit code: 0 the task was verified done, 1 it was not, 2 an error."""
+    from ralph.loop import NothingToDo
+
     try:
         service, display = _service(quiet, 1)
     except RalphError as exc:
@@ -125,11 +135,12 @@ def status(json: JsonOption = False,
            ) -> None:
     """Show progress: done/total, the next task, whether a run is active, the last iteration
     and blocked tasks."""
-    service = LoopService(root or find_project_root())
-    try:
-        report = service.status()
-    finally:
-        service.close()
+    from ralph.config import load_config
+    from ralph.loop import project_status
+    from ralph.loop.paths import ProjectPaths
+
+    project = root or find_project_root()
+    report = project_status(ProjectPaths(project), load_config(project))
     if json:
         write_json(report.model_dump(mode="json"))
     else:

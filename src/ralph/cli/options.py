@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ralph.project import store_path
-from ralph.store import Store
+
+if TYPE_CHECKING:
+    from ralph.store import Store
 
 StoreOption = Annotated[
     Path | None,
@@ -20,4 +22,6 @@ StoreOption = Annotated[
 def open_store(path: Path | None, *, sync_on_open: bool = True) -> Store:
     """The store at `path` (see StoreOption); `sync` and `rebuild` open it without syncing so
     that what they report is their own work."""
+    from ralph.store import Store
+
     return Store(store_path(path), sync_on_open=sync_on_open)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ralph.cli.options import StoreOption, open_store
 from ralph.cli.output import write_json, write_json_line
 from ralph.cli.progress import byte_progress
-from ralph.store import DEFAULT_STREAM, Rule, Store, parse_meta_json
+from ralph.store.frame import DEFAULT_STREAM, parse_meta_json
+
+if TYPE_CHECKING:
+    from ralph.store import Store
 
 app = typer.Typer(help="Append to, read and maintain the event store.", no_args_is_help=True)
 
@@ -150,6 +153,8 @@ def gc(
     store: StoreOption = None,
 ) -> None:
     """Apply the retention policies: drop expired frames and unreferenced content."""
+    from ralph.store import Rule
+
     rules = [Rule.parse(text) for text in policy or []]
     with open_store(store) as opened:
         report = opened.gc(rules, dry_run=dry_run)

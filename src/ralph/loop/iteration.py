@@ -31,10 +31,10 @@ from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.prompt import Memory, build_prompt
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
-from ralph.loop.worktree import fingerprint
+from ralph.loop.status import ready_task
 from ralph.store import Store
 from ralph.store.frame import format_ts
-from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
+from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, open_tracker
 
 log = logging.getLogger("ralph.loop")
 
@@ -63,12 +63,6 @@ class LoopContext:
         return open_tracker(self.paths.root / self.config.files.prd)
 
 
-def ready_task(tasks: list[Task], state: LoopState) -> Task | None:
-    """The next task, leaving out tasks this loop has blocked (also marked in the tracker)."""
-    blocked = {tid for tid, ts in state.tasks.items() if ts.blocked}
-    return next_task([t for t in tasks if t.id not in blocked])
-
-
 def nothing_to_do(tasks: list[Task], state: LoopState) -> NothingToDo:
     done = sum(t.status == "done" for t in tasks)
     if done == len(tasks):
@@ -88,7 +82,7 @@ class Iteration:
         self.run_id = run_id
         self.agent = agent
         self.emit = emit
-        self.agent_pgid: int | None = None
+        self._record: _Record | None = None
 
     # -- the whole ---------------------------------------------------------------------
 
@@ -116,6 +110,7 @@ class Iteration:
                                         "title": task.title, "kind": task.kind,
                                         "attempt_id": attempt_id})
         record = _Record(iteration=iteration, task=task, attempt_id=attempt_id, started=started)
+        self._record = record
         try:
             await self._work(tracker, record)
         except asyncio.CancelledError:
@@ -128,12 +123,10 @@ class Iteration:
     async def _work(self, tracker: Tracker, rec: _Record) -> None:
         ctx, task = self.ctx, rec.task
         paths = ctx.paths
-        branch = await ctx.git.current_branch()
-        before = await fingerprint(paths.root, RUNTIME)
-        head_before = await ctx.git.head()
+        before = await ctx.git.snapshot(exclude=RUNTIME)
         prompt = build_prompt(
-            self._template(task), task, branch=branch,
-            git_status=await ctx.git.status_short(exclude=RUNTIME), memory=self._memory(),
+            self._template(task), task, branch=before.branch,
+            git_status=before.short(), memory=self._memory(),
             budget=ctx.config.loop.context_chars,
             progress_tail=ctx.config.loop.progress_tail_chars)
         rec.context_dir = paths.context_dir(task.id, rec.attempt_id)
@@ -145,8 +138,9 @@ class Iteration:
         rec.outcome = outcome
         rec.exit_signal = outcome.exit_signal
         rec.return_code = outcome.exit_code
-        rec.progress_by_agent = (await fingerprint(paths.root, RUNTIME) != before
-                                 or await ctx.git.head() != head_before)
+        after = await ctx.git.snapshot(exclude=RUNTIME)
+        rec.progress_by_agent = after.fingerprint != before.fingerprint  # files or commits
+        rec.tree_changed = not after.clean
         await self._verify(tracker, rec, outcome)
         await self._settle(tracker, rec)
 
@@ -173,6 +167,10 @@ class Iteration:
                                              "retry": retries + 1, "role": role})
             retries += 1
             await asyncio.sleep(wait)
+
+    def _edited(self) -> None:
+        if self._record is not None:
+            self._record.edited = True
 
     def _started(self, pgid: int) -> None:
         """Record the agent's process group, so that if this process dies the next start can
@@ -272,17 +270,21 @@ class Iteration:
         rec.progress_made = rec.verified or rec.progress_by_agent
         ctx.state.no_progress_streak = 0 if rec.progress_made else (
             ctx.state.no_progress_streak + 1)
-        if ctx.config.git.auto_commit:
+        if ctx.config.git.auto_commit and (rec.tree_changed or rec.edited):
             message = ctx.config.git.commit_message.format(
                 task_id=task.id, title=task.title, iteration=rec.iteration)
             if not rec.verified:
                 message += f" (attempt {task_state.attempts}, not verified: {rec.reason})"
             rec.commit = await ctx.git.commit_all(message, exclude=RUNTIME)
-        rec.repo_clean = await ctx.git.is_clean(exclude=RUNTIME)
+        # After a commit of everything (`add -A`) the tree is clean by construction; otherwise
+        # look (the gates may have left files, Ralph may have edited the tracker).
+        rec.repo_clean = rec.commit is not None or (
+            await ctx.git.snapshot(exclude=RUNTIME)).clean
 
     def _mark(self, tracker: Tracker, task: Task, status: TaskStatus, reason: str | None) -> None:
         """Update the tracker; a tracker the agent broke is reported, not fatal (state.json
         keeps the block either way)."""
+        self._edited()
         try:
             tracker.set_status(task.id, status, reason)
         except TrackerError as exc:
@@ -303,6 +305,7 @@ class Iteration:
                       prd_name=files.prd, progress_name=files.progress)
 
     def _note(self, line: str) -> None:
+        self._edited()
         path = self.ctx.paths.root / self.ctx.config.files.progress
         with path.open("a", encoding="utf-8") as handle:
             handle.write(f"\n- {now_ts()} {line}\n")
@@ -375,6 +378,8 @@ class _Record:
     blocked: bool = False
     progress_by_agent: bool = False
     progress_made: bool = False
+    tree_changed: bool = False  # uncommitted changes after the agent ran
+    edited: bool = False  # Ralph itself changed the tracker or progress.md
     commit: str | None = None
     repo_clean: bool = False
 

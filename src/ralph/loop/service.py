@@ -15,7 +15,6 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from ralph import __version__
 from ralph.agents import adapter_for
 from ralph.agents.base import AgentCommand
 from ralph.agents.runner import resolve_program
@@ -31,12 +30,9 @@ from ralph.loop.iteration import (
     LoopContext,
     last_iteration,
     now_ts,
-    ready_task,
 )
 from ralph.loop.lock import ProjectLock
 from ralph.loop.models import (
-    BlockedTask,
-    NextTask,
     RunOutcome,
     StatusReport,
     StepResult,
@@ -44,10 +40,10 @@ from ralph.loop.models import (
 )
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.state import ActiveRun, LoopState, load_state, save_state
+from ralph.loop.status import project_status, ready_task
 from ralph.proc import group_alive, kill_group
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
-from ralph.tracker import Task, open_tracker
 
 log = logging.getLogger("ralph.loop")
 _ids = IdGenerator()
@@ -65,8 +61,8 @@ class LoopService:
         self.paths = ProjectPaths(root)
         self.config = config if config is not None else load_config(root)
         self.observer = observer
+        self._store = store
         self._own_store = store is None
-        self.store = store if store is not None else Store(self.paths.store)
         self.git = Git(root)
         self._lock = ProjectLock(self.paths.lock)
         self._active_run_id: str | None = None
@@ -86,8 +82,16 @@ class LoopService:
         if self._run_task is not None and not self._run_task.done():
             raise LoopError("a background run is still active: stop it and wait first")
         self._lock.release()
-        if self._own_store:
-            self.store.close()
+        if self._own_store and self._store is not None:
+            self._store.close()
+            self._store = None
+
+    @property
+    def store(self) -> Store:
+        """The project's event store, opened on first use (`status` never needs it)."""
+        if self._store is None:
+            self._store = Store(self.paths.store)
+        return self._store
 
     async def aclose(self) -> None:
         """Stop the background run if there is one, wait for it, then close."""
@@ -168,27 +172,9 @@ class LoopService:
     # -- status ------------------------------------------------------------------------------
 
     def status(self) -> StatusReport:
-        """Progress and run state, from the tracker and state.json only: its cost does not
-        grow with the number of past iterations."""
-        state = self._state if self._state is not None else load_state(self.paths.state)
-        tasks = open_tracker(self.paths.root / self.config.files.prd).load()
-        files = self.config.files
-        running = self._active_run_id is not None or (
-            state.active_run is not None and self._lock.is_held_elsewhere())
-        active = state.active_run if state.active_run is not None and running else None
-        nxt = ready_task(tasks, state)
-        blocked = [BlockedTask(task_id=t.id, title=t.title,
-                               reason=t.blocked_reason or _state_block(state, t))
-                   for t in tasks if t.status == "blocked" or _state_block(state, t)]
-        return StatusReport(
-            version=__version__, cwd=str(self.paths.root), prd=files.prd,
-            progress=files.progress, agents=files.agents, prompt=files.prompt,
-            done=sum(t.status == "done" for t in tasks), total=len(tasks),
-            next=NextTask(task_id=nxt.id, title=nxt.title, kind=nxt.kind) if nxt else None,
-            running=running, paused=self._paused or bool(active and active.paused),
-            activeRunId=self._active_run_id or (active.run_id if active else None),
-            last=state.last, blocked=blocked, iterations=state.iteration_count,
-            no_progress_streak=state.no_progress_streak)
+        """Progress and run state (see ralph.loop.status)."""
+        return project_status(self.paths, self.config, state=self._state,
+                              active_run_id=self._active_run_id, paused=self._paused)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -417,8 +403,3 @@ class LoopService:
         if state is not None and state.active_run is not None:
             state.active_run.paused = paused
             save_state(self.paths.state, state)
-
-
-def _state_block(state: LoopState, task: Task) -> str | None:
-    entry = state.tasks.get(task.id)
-    return entry.blocked if entry else None

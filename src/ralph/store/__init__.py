@@ -8,27 +8,62 @@
             ...
 """
 
-from ralph.store.errors import (
-    ContentCorruptError,
-    ContentNotFoundError,
-    FrameNotFoundError,
-    InvalidHashError,
-    InvalidMetaError,
-    InvalidPolicyError,
-    InvalidQueryError,
-    InvalidStreamError,
-    InvalidTopicError,
-    StoreError,
-    StoreFullError,
-    StoreNotWritableError,
-    StoreWriteError,
-)
-from ralph.store.frame import DEFAULT_STREAM, Frame, check_stream, check_topic, parse_meta_json
-from ralph.store.index import ParseError, SyncResult
-from ralph.store.retention import GcReport, Policy, Rule
-from ralph.store.store import Store
-from ralph.store.subscribe import Lag, Subscription
-from ralph.store.writer import DURABILITY_MODES, Durability
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ralph.store.errors import (
+        ContentCorruptError,
+        ContentNotFoundError,
+        FrameNotFoundError,
+        InvalidHashError,
+        InvalidMetaError,
+        InvalidPolicyError,
+        InvalidQueryError,
+        InvalidStreamError,
+        InvalidTopicError,
+        StoreError,
+        StoreFullError,
+        StoreNotWritableError,
+        StoreWriteError,
+    )
+    from ralph.store.frame import DEFAULT_STREAM, Frame, check_stream, check_topic, parse_meta_json
+    from ralph.store.index import ParseError, SyncResult
+    from ralph.store.retention import GcReport, Policy, Rule
+    from ralph.store.store import Store
+    from ralph.store.subscribe import Lag, Subscription
+    from ralph.store.writer import DURABILITY_MODES, Durability
+
+_WHERE = {
+    "ContentCorruptError": "errors",
+    "ContentNotFoundError": "errors",
+    "DEFAULT_STREAM": "frame",
+    "DURABILITY_MODES": "writer",
+    "Durability": "writer",
+    "Frame": "frame",
+    "FrameNotFoundError": "errors",
+    "GcReport": "retention",
+    "InvalidHashError": "errors",
+    "InvalidMetaError": "errors",
+    "InvalidPolicyError": "errors",
+    "InvalidQueryError": "errors",
+    "InvalidStreamError": "errors",
+    "InvalidTopicError": "errors",
+    "Lag": "subscribe",
+    "ParseError": "index",
+    "Policy": "retention",
+    "Rule": "retention",
+    "Store": "store",
+    "StoreError": "errors",
+    "StoreFullError": "errors",
+    "StoreNotWritableError": "errors",
+    "StoreWriteError": "errors",
+    "Subscription": "subscribe",
+    "SyncResult": "index",
+    "check_stream": "frame",
+    "check_topic": "frame",
+    "parse_meta_json": "frame",
+}
 
 __all__ = [
     "DEFAULT_STREAM",
@@ -60,3 +95,12 @@ __all__ = [
     "check_topic",
     "parse_meta_json",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Names are imported on first use: the CLI starts without loading SQLite and watchfiles
+    for commands that do not touch the store."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ralph.store' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"ralph.store.{module}"), name)
