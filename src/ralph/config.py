@@ -106,7 +106,7 @@ class LoopConfig(_Section):
     rate_limit_per_hour: int = Field(default=0, ge=0)
     """Most agent starts per hour; 0 = no cap."""
     rate_limit_max_wait_seconds: int = Field(default=3600, ge=0)
-    """Longest single wait for a rate limit before the run gives up."""
+    """Longest single wait for a rate limit to pass; then the agent is tried again."""
     agent_timeout_seconds: int = Field(default=1800, gt=0)
     """An agent run is stopped after this long, unless its agent sets timeout_seconds."""
     default_agent: str = Field(default="codex", min_length=1)
