@@ -21,7 +21,7 @@ def outcome(tail: str, status: AgentStatus = "ok", exit_code: int | None = 0,
                         argv=["judge"], tail=tail, usage=None)
 
 
-# -- judge -------------------------------------------------------------------------------------
+# -- judge -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("last_line", [
@@ -93,7 +93,7 @@ def test_judge_that_did_not_finish_is_a_no_even_if_it_printed_true(status: Agent
     assert status in result.reason and "boom" in result.reason
 
 
-# -- review ------------------------------------------------------------------------------------
+# -- review ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("last_line", ["SHIP", "ship", "  Ship  ", "**SHIP**", "`SHIP`"])

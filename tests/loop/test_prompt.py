@@ -62,7 +62,7 @@ def state_of(found: dict[str, str], name: str, original: str) -> str:
     return "full" if text == original.strip() else "cut"
 
 
-# -- the anchor ----------------------------------------------------------------------------------
+# -- the anchor ------------------------------------------------------------------------------------
 
 
 def test_anchor_names_the_task_and_the_repository() -> None:

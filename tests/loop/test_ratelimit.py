@@ -31,7 +31,7 @@ def iso(seconds_from_now: float) -> str:
     return datetime.fromtimestamp(NOW + seconds_from_now, tz=UTC).isoformat()
 
 
-# -- backoff_seconds ---------------------------------------------------------------------------
+# -- backoff_seconds -------------------------------------------------------------------------------
 
 
 def test_retry_after_is_used_as_given() -> None:
@@ -111,7 +111,7 @@ def test_zero_cap_never_waits(frozen_clock: list[float]) -> None:
     assert backoff_seconds(0, retry_after_s=None, reset_at=iso(50), cap_s=0) == 0
 
 
-# -- wait_for_start_slot -----------------------------------------------------------------------
+# -- wait_for_start_slot ---------------------------------------------------------------------------
 
 
 class RecordingSink:
@@ -132,7 +132,10 @@ def sleeps(monkeypatch: pytest.MonkeyPatch, frozen_clock: list[float]) -> list[f
         recorded.append(seconds)
         frozen_clock[0] += seconds
 
-    monkeypatch.setattr(ratelimit, "asyncio", types.SimpleNamespace(sleep=fake_sleep))
+    # the module's own sleep (`ratelimit.sleep`), and asyncio.sleep as the module sees it
+    monkeypatch.setattr(ratelimit, "sleep", fake_sleep, raising=False)
+    monkeypatch.setattr(ratelimit, "asyncio", types.SimpleNamespace(sleep=fake_sleep),
+                        raising=False)
     return recorded
 
 
@@ -199,7 +202,7 @@ async def test_the_list_stays_bounded_by_the_cap(sleeps: list[float],
         assert starts[index] - starts[index - 4] >= HOUR_S - 1e-6
 
 
-# -- classify_text ----------------------------------------------------------------------------
+# -- classify_text ---------------------------------------------------------------------------------
 
 
 def test_exit_zero_is_ok_whatever_the_output() -> None:

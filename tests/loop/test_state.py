@@ -72,7 +72,7 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name != "state.json")
 
 
-# -- load / save --------------------------------------------------------------------------------
+# -- load / save -----------------------------------------------------------------------------------
 
 
 def test_missing_file_loads_a_fresh_state(tmp_path: Path) -> None:
@@ -230,7 +230,7 @@ def test_task_creates_its_entry_once() -> None:
     assert state.tasks == {"4": TaskState(attempts=1)}
 
 
-# -- bounded -------------------------------------------------------------------------------------
+# -- bounded ---------------------------------------------------------------------------------------
 
 
 def _ralph(project: Project, *args: str) -> subprocess.CompletedProcess[str]:

@@ -136,7 +136,7 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     session_id = verdict.session_id or parser.session_id
     emit("agent.finished", {"status": status, "exit_code": result.exit_code,
                             "session_id": session_id, "reset_at": verdict.reset_at,
-                            "message": message})
+                            "message": message, "duration_s": round(result.duration_s, 4)})
     return AgentOutcome(status, result.exit_code, message, exit_signal, session_id,
                         verdict.reset_at, verdict.retry_after_s, result.duration_s,
                         result.started_at, result.finished_at, log_path, command.argv,

@@ -123,6 +123,8 @@ def run(agent: AgentOption = None,
         if display is not None:
             display.close()
         service.close()
+    if outcome.reason == "error":
+        error_line(outcome.message)
     if json:
         write_json(outcome.model_dump(mode="json"))
     if outcome.reason == "complete":

@@ -20,6 +20,7 @@ import orjson
 from ralph.agents.base import AgentError
 from ralph.agents.runner import AgentOutcome, run_agent
 from ralph.config import Config, ResolvedAgent
+from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_bytes, atomic_write_text
 from ralph.git import Git
 from ralph.loop.checks import CheckResult, judge_verdict, review_verdict
@@ -56,8 +57,8 @@ class LoopContext:
     git: Git
     state: LoopState
 
-    def save(self) -> None:
-        save_state(self.paths.state, self.state)
+    def save(self, *, durable: bool = True) -> None:
+        save_state(self.paths.state, self.state, durable=durable)
 
     def tracker(self) -> Tracker:
         return open_tracker(self.paths.root / self.config.files.prd)
@@ -104,7 +105,7 @@ class Iteration:
                                        run_id=self.run_id, task_id=task.id,
                                        task_title=task.title, attempt_id=attempt_id,
                                        started_at=started, pid=_pid())
-        ctx.save()
+        ctx.save(durable=False)
         self.emit("iteration.started", {"iteration": iteration, "iteration_id": f"{iteration:06d}",
                                         "agent": self.agent.name, "task_id": task.id,
                                         "title": task.title, "kind": task.kind,
@@ -117,6 +118,15 @@ class Iteration:
             record.status = "stopped"
             record.reason = "stopped before the iteration finished"
             self._finish(record, clock)
+            raise
+        except (RalphError, OSError) as exc:
+            # The orchestrator could not go on (a missing prompt file, a log it cannot
+            # write): record the iteration as such, so that nothing is left in flight.
+            record.status = "error"
+            record.reason = str(exc)
+            self._finish(record, clock)
+            if isinstance(exc, OSError):
+                raise LoopError(f"iteration {iteration}: {exc}") from exc
             raise
         return self._finish(record, clock)
 
@@ -154,7 +164,8 @@ class Iteration:
         retries = 0
         while True:
             await wait_for_start_slot(self.ctx.state, loop_cfg.rate_limit_per_hour, self.emit)
-            self.ctx.save()
+            if loop_cfg.rate_limit_per_hour:  # the starts it counts must outlive this process
+                self.ctx.save()
             outcome = await run_agent(self.agent, prompt, cwd=self.ctx.paths.root,
                                       prompt_file=prompt_file, log_path=log_path,
                                       emit=self._role_emit(role), on_start=self._started)
@@ -178,7 +189,7 @@ class Iteration:
         flight = self.ctx.state.in_flight
         if flight is not None:
             flight.agent_pgid = pgid
-            self.ctx.save()
+            self.ctx.save(durable=False)
 
     def _role_emit(self, role: str) -> EventSink | _Tagged:
         return self.emit if role == "agent" else _Tagged(self.emit, role)
@@ -334,9 +345,12 @@ class Iteration:
         body = result.model_dump(mode="json")
         body["gates"] = [r.to_dict() for r in rec.receipts]
         attempt_file = paths.attempt_file(rec.task.id, rec.attempt_id)
-        attempt_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(attempt_file, orjson.dumps(body, option=orjson.OPT_INDENT_2),
-                           durable=False)
+        try:
+            attempt_file.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(attempt_file, orjson.dumps(body, option=orjson.OPT_INDENT_2),
+                               durable=False)
+        except OSError as exc:  # the event below still records the attempt
+            log.warning("could not write %s: %s", attempt_file, exc.strerror or exc)
         self.emit("iteration.finished", result.model_dump(mode="json"))
         ctx.state.in_flight = None
         ctx.state.last = last_iteration(result)

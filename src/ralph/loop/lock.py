@@ -7,6 +7,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from ralph.loop.errors import LoopError
+
 
 class ProjectLock:
     """Held for the whole of a step or run; released on close (and by the kernel if the
@@ -19,8 +21,14 @@ class ProjectLock:
     def try_acquire(self) -> bool:
         if self._fd is not None:
             return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            parent = self.path.parent
+            why = (f"{parent} is not a directory" if parent.exists() and not parent.is_dir()
+                   else exc.strerror or str(exc))
+            raise LoopError(f"cannot create {self.path}: {why}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

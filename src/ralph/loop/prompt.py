@@ -31,12 +31,20 @@ def anchor(task: Task, branch: str | None, git_status: str) -> str:
     if task.depends_on:
         lines.append(f"- Depends on (done): {', '.join(task.depends_on)}")
     lines.append(f"- Branch: {branch or '(detached)'}")
-    status = git_status.strip()
-    lines.append("- Git status (short): " + ("clean" if not status else ""))
-    if status:
-        lines += ["```", *status.splitlines()[:40], "```"]
+    # Only trailing blank lines go: the status columns (" M" vs "M ") carry meaning.
+    status_lines = [line for line in git_status.rstrip().splitlines() if line.strip()]
+    lines.append("- Git status (short): " + ("" if status_lines else "clean"))
+    if status_lines:
+        lines += ["```", *status_lines[:40], "```"]
     lines += ["", "Work on this task only. Ralph runs the gates and decides whether it is done."]
     return "\n".join(lines)
+
+
+_MEMORY_HEADING = "\n## Project memory\n"
+
+
+def _section(name: str, text: str) -> str:
+    return f"\n### {name}\n\n{text}\n"
 
 
 def build_prompt(template: str, task: Task, *, branch: str | None, git_status: str,
@@ -44,39 +52,44 @@ def build_prompt(template: str, task: Task, *, branch: str | None, git_status: s
     """Assemble the prompt; if it exceeds `budget` characters, shed memory in this order:
     the oldest progress, then the PRD's end, then FEEDBACK.md's, then AGENTS.md's."""
     head = template.rstrip() + "\n\n" + anchor(task, branch, git_status) + "\n"
-    progress = _tail_lines(memory.progress, progress_tail)
-    sections = [
-        ("AGENTS.md", memory.agents),
-        ("FEEDBACK.md", memory.feedback),
-        (f"{memory.progress_name} (most recent)", progress),
-        (memory.prd_name, memory.prd),
-    ]
-    room = budget - len(head) - len("\n## Project memory\n")
-    texts = {name: text.strip() for name, text in sections}
-    overflow = sum(len(t) + len(n) + 10 for n, t in texts.items() if t) - room
-    shed_order = [sections[2][0], sections[3][0], sections[1][0], sections[0][0]]
-    for name in shed_order:
+    progress_name = f"{memory.progress_name} (most recent)"
+    texts = {
+        "AGENTS.md": memory.agents.strip(),
+        "FEEDBACK.md": memory.feedback.strip(),
+        progress_name: _tail_lines(memory.progress.strip(), progress_tail),
+        memory.prd_name: memory.prd.strip(),
+    }
+
+    def size() -> int:
+        body = sum(len(_section(n, t)) for n, t in texts.items() if t)
+        return len(head) + (len(_MEMORY_HEADING) + body if body else 0)
+
+    for name in (progress_name, memory.prd_name, "FEEDBACK.md", "AGENTS.md"):
+        overflow = size() - budget
         if overflow <= 0:
             break
         text = texts[name]
-        keep = max(0, len(text) - overflow - len(_TRUNCATED))
-        cut = _tail_lines(text, keep) if name == shed_order[0] else text[:keep]
-        overflow -= len(text) - len(cut)
-        texts[name] = cut
-    parts = [head, "\n## Project memory\n"]
-    for name, _ in sections:
-        if texts[name]:
-            parts.append(f"\n### {name}\n\n{texts[name]}\n")
+        keep = max(0, len(text) - overflow)
+        texts[name] = _tail_lines(text, keep) if name == progress_name else text[:keep]
+        if texts[name] and size() > budget:  # the section's own heading did not fit either
+            texts[name] = ""
+    parts = [head]
+    if any(texts.values()):
+        parts.append(_MEMORY_HEADING)
+        parts += [_section(n, t) for n, t in texts.items() if t]
     prompt = "".join(parts)
     return prompt if len(prompt) <= budget else prompt[:budget - len(_TRUNCATED)] + _TRUNCATED
 
 
 def _tail_lines(text: str, limit: int) -> str:
-    """The last whole lines of `text` that fit in `limit` characters (oldest dropped first)."""
+    """The last whole lines of `text` that fit in `limit` characters (oldest dropped first);
+    a newest line longer than `limit` leaves nothing rather than half a line."""
     if len(text) <= limit:
         return text
     if limit <= 0:
         return ""
     cut = text[-limit:]
+    if text[-limit - 1] == "\n":
+        return cut
     newline = cut.find("\n")
-    return cut[newline + 1:] if 0 <= newline < len(cut) - 1 else cut
+    return cut[newline + 1:] if newline >= 0 else ""

@@ -42,7 +42,7 @@ def backoff_seconds(attempt: int, *, retry_after_s: float | None, reset_at: str 
         try:
             wait = datetime.fromisoformat(reset_at).timestamp() - time.time()
         except ValueError:
-            wait = BACKOFF_BASE_S * 2 ** attempt
+            wait = BACKOFF_BASE_S * 2 ** min(attempt, 30)
     else:
-        wait = BACKOFF_BASE_S * 2 ** attempt
+        wait = BACKOFF_BASE_S * 2 ** min(attempt, 30)  # capped exponent: no overflow
     return max(0.0, min(wait, cap_s))

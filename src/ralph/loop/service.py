@@ -302,9 +302,13 @@ class LoopService:
             except BaseException as exc:
                 if state.active_run is not None:  # ended by an error, not by _finish_run
                     message = "stopped" if isinstance(exc, asyncio.CancelledError) else str(exc)
-                    reason: StopReason = ("stopped" if isinstance(
-                        exc, asyncio.CancelledError | KeyboardInterrupt) else "error")
-                    if reason == "error":
+                    reason: StopReason
+                    if isinstance(exc, NothingToDo):  # not an error: there was nothing to do
+                        reason = "complete" if exc.complete else "no_progress"
+                    elif isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                        reason = "stopped"
+                    else:
+                        reason = "error"
                         emit("loop.error", {"message": message})
                     self._finish_run(ctx, emit, reason, message, None)
                 raise

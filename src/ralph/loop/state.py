@@ -83,9 +83,13 @@ def load_state(path: Path) -> LoopState:
         return LoopState()
 
 
-def save_state(path: Path, state: LoopState) -> None:
+def save_state(path: Path, state: LoopState, *, durable: bool = True) -> None:
+    """Replace state.json atomically. `durable=False` skips the fsyncs: enough for records
+    that only need to survive the death of this process (the in-flight iteration), not a
+    power loss."""
     try:
         atomic_write_bytes(path, orjson.dumps(state.model_dump(mode="json"),
-                                              option=orjson.OPT_INDENT_2) + b"\n")
+                                              option=orjson.OPT_INDENT_2) + b"\n",
+                           durable=durable)
     except OSError as exc:
         raise StateError(f"cannot write {path}: {exc.strerror}") from None
