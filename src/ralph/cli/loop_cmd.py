@@ -67,6 +67,30 @@ def _drive(service: LoopService, work: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
+def _with_service(quiet: bool, max_iterations: int | None,
+                  work: Callable[[LoopService], Awaitable[T]]) -> T:
+    """Open the loop service, run `work` on it (Ctrl-C = stop), close it; a RalphError
+    becomes one `error:` line and exit code 2 (NothingToDo is left to the caller)."""
+    from ralph.loop import NothingToDo
+
+    try:
+        service, display = _service(quiet, max_iterations)
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(EXIT_ERROR) from None
+    try:
+        return _drive(service, lambda: work(service))
+    except NothingToDo:
+        raise
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(EXIT_ERROR) from None
+    finally:
+        if display is not None:
+            display.close()
+        service.close()
+
+
 def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption = False,
          require_clean: CleanOption = False) -> None:
     """Run exactly one iteration: a fresh agent on the next task, then the verdict.
@@ -75,25 +99,13 @@ def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption
     from ralph.loop import NothingToDo
 
     try:
-        service, display = _service(quiet, 1)
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(EXIT_ERROR) from None
-    try:
-        result = _drive(service, lambda: service.step(agent, require_clean=require_clean))
+        result = _with_service(quiet, 1, lambda s: s.step(agent, require_clean=require_clean))
     except NothingToDo as exc:
         if json:
             write_json({"nothing_to_do": True, "complete": exc.complete, "message": str(exc)})
         else:
             Console(stderr=True).print(escape(str(exc)))
         raise typer.Exit(EXIT_DONE if exc.complete else EXIT_INCOMPLETE) from None
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(EXIT_ERROR) from None
-    finally:
-        if display is not None:
-            display.close()
-        service.close()
     if json:
         write_json(result.model_dump(mode="json"))
     raise typer.Exit(EXIT_DONE if result.verified else EXIT_INCOMPLETE)
@@ -108,21 +120,8 @@ def run(agent: AgentOption = None,
     """Loop until every task is verified done (or no progress, the iteration limit, a stop).
 
     Exit code: 0 complete, 1 incomplete, 2 error."""
-    try:
-        service, display = _service(quiet, max_iterations)
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(EXIT_ERROR) from None
-    try:
-        outcome = _drive(service, lambda: service.run(agent, max_iterations,
-                                                      require_clean=require_clean))
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(EXIT_ERROR) from None
-    finally:
-        if display is not None:
-            display.close()
-        service.close()
+    outcome = _with_service(quiet, max_iterations, lambda s: s.run(
+        agent, max_iterations, require_clean=require_clean))
     if outcome.reason == "error":
         error_line(outcome.message)
     if json:
