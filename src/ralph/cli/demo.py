@@ -171,7 +171,9 @@ def demo(
     from ralph.cli.display import RunDisplay
     from ralph.loop import LoopService
 
-    console = Console(highlight=False, soft_wrap=True)
+    # Off a terminal rich assumes 80 columns; the summary table reads better wider.
+    console = Console(highlight=False, soft_wrap=True,
+                      width=None if sys.stdout.isatty() else 120)
     base = Path(tempfile.mkdtemp(prefix="ralph-demo-")) if directory is None else directory
     if directory is not None and directory.exists() and any(directory.iterdir()):
         raise typer.BadParameter(f"{directory} is not empty", param_hint="--dir")
