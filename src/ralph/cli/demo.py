@@ -191,7 +191,7 @@ def demo(
             if display is not None:
                 display.close()
             service.close()
-        _print_summary(console, outcome, rows, root)
+        _print_summary(console, outcome, rows, None if cleanup else root)
     finally:
         if cleanup:
             shutil.rmtree(base, ignore_errors=True)
@@ -215,7 +215,7 @@ def _summary(service: LoopService, outcome: RunOutcome) -> list[dict[str, Any]]:
 
 
 def _print_summary(console: Console, outcome: RunOutcome, rows: list[dict[str, Any]],
-                   root: Path) -> None:
+                   root: Path | None) -> None:
     table = Table(title=f"run {outcome.run_id}: {outcome.reason} ({outcome.message})")
     for column in ("task", "title", "attempts", "gates (last)", "verdict", "commit"):
         table.add_column(column)
@@ -223,6 +223,9 @@ def _print_summary(console: Console, outcome: RunOutcome, rows: list[dict[str, A
         table.add_row(row["task"], escape(row["title"]), str(row["attempts"]), row["gates"],
                       row["verdict"], row["commit"])
     console.print(table)
+    if root is None:
+        console.print("the scratch project is removed (--cleanup)")
+        return
     store = root / ".ralph" / "store"
     console.print(f"logs:     {root / '.ralph' / 'logs'}")
     console.print(f"attempts: {root / '.ralph' / 'attempts'} (receipts in .ralph/receipts)")
