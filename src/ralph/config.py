@@ -133,6 +133,11 @@ class AgentConfig(_Section):
     """The model the adapter asks for; unset = the agent's own default."""
     timeout_seconds: int | None = Field(default=None, gt=0)
     """Overrides loop.agent_timeout_seconds for this agent."""
+    server: bool = False
+    """opencode only: start `opencode serve` once per run and attach every iteration to it
+    (`opencode run --attach`), as the ralph.nu spec does."""
+    port: int = Field(default=0, ge=0, le=65535)
+    """The port of that server; 0 = a free port."""
 
     @model_validator(mode="after")
     def _check_placeholders(self) -> AgentConfig:
@@ -215,6 +220,22 @@ class GitConfig(_Section):
         return self.commit_message.format(task_id=task_id, title=title, iteration=iteration)
 
 
+class PriceConfig(_Section):
+    """A model's price in USD per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    """Cached input tokens; unset = the input price."""
+
+    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        """Cost of a run; cached tokens are part of the input tokens, billed at their rate."""
+        cached = min(cached_tokens, input_tokens)
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        return round(((input_tokens - cached) * self.input + cached * cached_rate
+                      + output_tokens * self.output) / 1_000_000, 6)
+
+
 @dataclass(frozen=True)
 class ResolvedAgent:
     """An agent ready to run: its section (or defaults) with the adapter and timeout decided."""
@@ -227,6 +248,11 @@ class ResolvedAgent:
     model: str | None
     timeout_seconds: int
     """The agent's own timeout_seconds, else loop.agent_timeout_seconds."""
+    server: bool = False
+    port: int = 0
+    prices: Mapping[str, PriceConfig] = field(default_factory=dict)
+    """ralph.toml [prices]: the cost of a run whose CLI reports tokens only is computed from
+    the price of the model it used, if listed (never guessed)."""
 
     @property
     def prompt_via_stdin(self) -> bool:
@@ -251,6 +277,9 @@ class Config(_Section):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     git: GitConfig = Field(default_factory=GitConfig)
+    prices: dict[str, PriceConfig] = Field(default_factory=dict)
+    """USD per million tokens by model name, for agents whose CLI reports tokens but no
+    cost: `[prices."gpt-5-codex"] input = 1.25, output = 10.0, cached_input = 0.125`."""
 
     @model_validator(mode="after")
     def _check_agents(self) -> Config:
@@ -298,7 +327,11 @@ class Config(_Section):
             env=dict(section.env),
             model=section.model,
             timeout_seconds=section.timeout_seconds or self.loop.agent_timeout_seconds,
+            server=section.server,
+            port=section.port,
+            prices=dict(self.prices),
         )
+
 
     @property
     def judge_prompt(self) -> str:

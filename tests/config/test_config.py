@@ -421,7 +421,7 @@ def test_unreadable_and_undecodable_files(tmp_path: Path) -> None:
 def test_config_schema_describes_every_section() -> None:
     schema = config_schema()
     assert set(schema["properties"]) == {"files", "loop", "agents", "gates", "judge", "review",
-                                         "git"}
+                                         "git", "prices"}
     loop = schema["$defs"]["LoopConfig"]
     assert loop["additionalProperties"] is False
     assert loop["properties"]["max_iterations"]["default"] == 20

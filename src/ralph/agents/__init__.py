@@ -12,8 +12,11 @@ from ralph.agents.base import (
     OutputParser,
     Usage,
 )
+from ralph.agents.claude import ClaudeAdapter
+from ralph.agents.codex import CodexAdapter
 from ralph.agents.command import CommandAdapter
-from ralph.agents.known import ClaudeAdapter, CodexAdapter, GeminiAdapter, OpencodeAdapter
+from ralph.agents.gemini import GeminiAdapter
+from ralph.agents.opencode import OpencodeAdapter
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (
     CommandAdapter(), CodexAdapter(), ClaudeAdapter(), GeminiAdapter(), OpencodeAdapter())}

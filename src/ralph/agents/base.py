@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from ralph.errors import RalphError
 
 AgentStatus = Literal["ok", "error", "rate_limited", "auth_error", "timeout", "cancelled"]
@@ -32,6 +34,7 @@ class AgentCommand:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     stdin: bytes | None = None
+    shown: list[str] = field(default_factory=list)  # argv as recorded: placeholders unfilled
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,102 @@ def classify_text(exit_code: int | None, tail: str) -> Classification:
     return Classification("error", message)
 
 
+class OutputParser:
+    """Turns output lines into AgentEvents and remembers what classifying the run needs.
+
+    The base class treats every line as text (stderr as `error`) and watches for rate-limit
+    and authentication signs; the JSON adapters subclass JsonOutputParser.
+    """
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.not_json = 0  # lines that were not the JSON the adapter expects: kept as text
+        self.rate_limited = False
+        self.retry_after_s: float | None = None
+        self.reset_at: str | None = None
+        self.auth_failed = False
+        self.last_error: str | None = None
+
+    def feed_line(self, stream: str, line: str) -> list[AgentEvent]:
+        if stream == "stderr":
+            return self.feed_stderr(line)
+        return [AgentEvent("text", line)]
+
+    def feed_stderr(self, line: str) -> list[AgentEvent]:
+        if line.strip():
+            self.note_error(line)
+        return [AgentEvent("error", line)]
+
+    def note_error(self, message: str, *, status: int | None = None) -> None:
+        """Remember an error the CLI reported, and whether it is a rate limit or an auth
+        failure (by HTTP status when the CLI gives one, else by its wording)."""
+        self.last_error = message.strip()[:500] or self.last_error
+        if status == 429 or (status is None and _RATE_LIMIT.search(message)):
+            self.rate_limited = True
+            match = _RETRY_AFTER.search(message)
+            if match:
+                self.retry_after_s = float(match.group(1))
+        elif status in (401, 403) or (status is None and _AUTH.search(message)):
+            self.auth_failed = True
+
+    def add_usage(self, input_tokens: int | None, output_tokens: int | None,
+                  cached_tokens: int | None = None, cost_usd: float | None = None) -> None:
+        """Accumulate usage over the turns of a run (None stays None until a value comes)."""
+        old = self.usage or Usage()
+        self.usage = Usage(_plus(old.input_tokens, input_tokens),
+                           _plus(old.output_tokens, output_tokens),
+                           _plus(old.cached_tokens, cached_tokens),
+                           _plus_float(old.cost_usd, cost_usd))
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
+
+
+def _plus_float(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else round(a + b, 6)
+
+
+class JsonOutputParser(OutputParser):
+    """For CLIs that print one JSON object per line on stdout. A line that is not a JSON
+    object, or an object of a shape the adapter does not know, is kept as a text event and
+    counted: a CLI that prints garbage mid-stream never crashes the loop."""
+
+    def feed_line(self, stream: str, line: str) -> list[AgentEvent]:
+        if stream == "stderr":
+            return self.feed_stderr(line)
+        if not line.strip():
+            return []
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            self.not_json += 1
+            return [AgentEvent("text", line)]
+        try:
+            return self.on_event(obj)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            self.not_json += 1
+            return [AgentEvent("text", line)]
+
+    def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
+        raise NotImplementedError
+
+
+def text_of(value: Any, limit: int = 64 * 1024) -> str:
+    """A tool's input or output as text: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value[:limit]
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        parts = [str(v.get("text", "")) for v in value if v.get("type") in (None, "text")]
+        if any(parts):
+            return "\n".join(parts)[:limit]
+    return orjson.dumps(value, default=str).decode()[:limit]
+
+
 class Adapter(ABC):
     """One agent CLI. Subclasses are stateless; per-run parsing state lives in OutputParser."""
 
@@ -111,22 +210,31 @@ class Adapter(ABC):
         filled = [a.replace(PROMPT_FILE_PLACEHOLDER, prompt_file).replace(PROMPT_PLACEHOLDER,
                                                                            prompt)
                   for a in base]
-        return AgentCommand(filled, stdin=None if uses_placeholder else prompt.encode())
+        return AgentCommand(filled, stdin=None if uses_placeholder else prompt.encode(),
+                            shown=list(base))
 
     def parser(self) -> OutputParser:
         return OutputParser()
 
     def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
-        return classify_text(exit_code, tail)
+        """Plain text: exit 0 is ok; otherwise the signs seen in the output decide."""
+        if exit_code == 0:
+            return Classification("ok", session_id=parser.session_id)
+        return classify_failure(exit_code, tail, parser)
 
 
-class OutputParser:
-    """Turns output lines into AgentEvents; the base class treats every line as text."""
-
-    def __init__(self) -> None:
-        self.usage: Usage | None = None
-        self.session_id: str | None = None
-
-    def feed_line(self, stream: str, line: str) -> list[AgentEvent]:
-        kind: OutputKind = "text" if stream == "stdout" else "error"
-        return [AgentEvent(kind, line)]
+def classify_failure(exit_code: int | None, tail: str, parser: OutputParser,
+                     message: str | None = None) -> Classification:
+    """A run that failed: rate limited, an authentication failure, or another error."""
+    if parser.rate_limited or parser.auth_failed:
+        status: AgentStatus = "rate_limited" if parser.rate_limited else "auth_error"
+        return Classification(status, message or parser.last_error or "",
+                              session_id=parser.session_id, reset_at=parser.reset_at,
+                              retry_after_s=parser.retry_after_s)
+    text = classify_text(exit_code, tail)
+    text.session_id = parser.session_id
+    if message:
+        text.message = message
+    elif parser.last_error and text.status == "error":
+        text.message = parser.last_error
+    return text

@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ralph.agents import adapter_for
 from ralph.agents.base import AgentError, AgentEvent, AgentStatus, Usage
+from ralph.agents.opencode import OpencodeAdapter
 from ralph.config import ResolvedAgent
 from ralph.proc import ProcessError, run_process
 
@@ -76,12 +77,18 @@ def resolve_program(argv: list[str], agent: ResolvedAgent, hint: str | None) -> 
 
 async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file: Path,
                     log_path: Path, emit: Emit, timeout_s: float | None = None,
-                    on_start: Callable[[int], None] | None = None) -> AgentOutcome:
+                    on_start: Callable[[int], None] | None = None,
+                    attach: tuple[str, str] | None = None) -> AgentOutcome:
     """Run `agent` on `prompt`; cancellation ends the agent's whole process group.
 
-    `on_start(pgid)` learns the agent's process group as soon as it runs."""
+    `on_start(pgid)` learns the agent's process group as soon as it runs. `attach` (url,
+    title): run attached to the agent's server (opencode's server mode)."""
     adapter = adapter_for(agent.adapter)
     command = adapter.build(list(agent.argv), agent.model, prompt, str(prompt_file))
+    if attach is not None and isinstance(adapter, OpencodeAdapter):
+        url, title = attach
+        command = replace(command, argv=adapter.attached_argv(command.argv, url, title),
+                          shown=adapter.attached_argv(command.shown, url, title))
     resolve_program(command.argv, agent, adapter.install_hint)
     parser = adapter.parser()
     splitters = {"stdout": _Lines(), "stderr": _Lines()}
@@ -112,8 +119,7 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
         flush_events()
 
     emit("agent.started", {"agent": agent.name, "adapter": agent.adapter,
-                           "argv": command.argv[:1] + ["..."] * (len(command.argv) > 1),
-                           "session_id": None})
+                           "argv": command.shown, "session_id": None})
     timeout = timeout_s if timeout_s is not None else agent.timeout_seconds
     try:
         result = await run_process(command.argv, cwd=cwd, env={**agent.env, **command.env},
@@ -129,18 +135,33 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     verdict = adapter.classify(result.exit_code, text_tail, parser)
     status: AgentStatus = "timeout" if result.timed_out else verdict.status
     message = f"timed out after {timeout:g} s" if result.timed_out else verdict.message
-    if parser.usage is not None:
-        u = parser.usage
-        emit("agent.usage", {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                             "cached_tokens": u.cached_tokens, "cost_usd": u.cost_usd})
+    usage = priced(parser.usage, parser.model or agent.model, agent)
+    if usage is not None:
+        emit("agent.usage", {"input_tokens": usage.input_tokens,
+                             "output_tokens": usage.output_tokens,
+                             "cached_tokens": usage.cached_tokens, "cost_usd": usage.cost_usd,
+                             "model": parser.model or agent.model})
     session_id = verdict.session_id or parser.session_id
     emit("agent.finished", {"status": status, "exit_code": result.exit_code,
                             "session_id": session_id, "reset_at": verdict.reset_at,
-                            "message": message, "duration_s": round(result.duration_s, 4)})
+                            "message": message, "duration_s": round(result.duration_s, 4),
+                            "not_json_lines": parser.not_json})
     return AgentOutcome(status, result.exit_code, message, exit_signal, session_id,
                         verdict.reset_at, verdict.retry_after_s, result.duration_s,
                         result.started_at, result.finished_at, log_path, command.argv,
-                        text_tail, parser.usage)
+                        text_tail, usage)
+
+
+def priced(usage: Usage | None, model: str | None, agent: ResolvedAgent) -> Usage | None:
+    """Usage with its cost: the CLI's own figure, else from ralph.toml [prices] for the
+    model it used; None when neither is known (never a guess)."""
+    if usage is None or usage.cost_usd is not None or model is None:
+        return usage
+    price = agent.prices.get(model)
+    if price is None or usage.input_tokens is None or usage.output_tokens is None:
+        return usage
+    return replace(usage, cost_usd=price.cost(usage.input_tokens, usage.output_tokens,
+                                              usage.cached_tokens or 0))
 
 
 def _coalesce(events: list[AgentEvent]) -> list[AgentEvent]:

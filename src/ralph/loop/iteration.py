@@ -56,6 +56,7 @@ class LoopContext:
     store: Store
     git: Git
     state: LoopState
+    server: tuple[str, str] | None = None  # (agent name, url) of the run's agent server
 
     def save(self, *, durable: bool = True) -> None:
         save_state(self.paths.state, self.state, durable=durable)
@@ -168,7 +169,8 @@ class Iteration:
                 self.ctx.save()
             outcome = await run_agent(self.agent, prompt, cwd=self.ctx.paths.root,
                                       prompt_file=prompt_file, log_path=log_path,
-                                      emit=self._role_emit(role), on_start=self._started)
+                                      emit=self._role_emit(role), on_start=self._started,
+                                      attach=self._attach())
             if outcome.status != "rate_limited":
                 return outcome
             wait = backoff_seconds(retries, retry_after_s=outcome.retry_after_s,
@@ -178,6 +180,13 @@ class Iteration:
                                              "retry": retries + 1, "role": role})
             retries += 1
             await asyncio.sleep(wait)
+
+    def _attach(self) -> tuple[str, str] | None:
+        """(url, title) when this agent runs attached to the run's server."""
+        server = self.ctx.server
+        if server is None or server[0] != self.agent.name or self._record is None:
+            return None
+        return server[1], f"{self.ctx.paths.root.name} - Iteration #{self._record.iteration}"
 
     def _edited(self) -> None:
         if self._record is not None:

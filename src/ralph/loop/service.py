@@ -17,7 +17,9 @@ from pathlib import Path
 
 from ralph.agents import adapter_for
 from ralph.agents.base import AgentCommand
+from ralph.agents.opencode import OpencodeAdapter
 from ralph.agents.runner import resolve_program
+from ralph.agents.server import AgentServer
 from ralph.config import Config, ResolvedAgent, load_config
 from ralph.errors import RalphError
 from ralph.git import Git
@@ -275,6 +277,7 @@ class LoopService:
                        ) -> AsyncIterator[tuple[LoopContext, ResolvedAgent]]:
         if not reserved:
             self._check_idle()
+        server: AgentServer | None = None
         if not self._lock.try_acquire():
             state = load_state(self.paths.state)
             other = state.active_run.run_id if state.active_run else None
@@ -291,8 +294,10 @@ class LoopService:
             ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
             self._recover(ctx)
             resolved = await self._preflight(ctx, agent, require_clean)
+            server = await self._start_server(ctx, resolved)
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
-                                         max_iterations=limit, started_at=now_ts(), mode=mode)
+                                         max_iterations=limit, started_at=now_ts(), mode=mode,
+                                         server_pgid=server.pgid if server else None)
             ctx.save()
             emit = EventSink(self.store, run_id, self.observer)
             emit("run.started", {"agent": resolved.name, "maxIterations": limit,
@@ -313,10 +318,24 @@ class LoopService:
                     self._finish_run(ctx, emit, reason, message, None)
                 raise
         finally:
+            if server is not None:
+                await server.stop()
             self._active_run_id = None
             self._state = None
             self._paused = False
             self._lock.release()
+
+    async def _start_server(self, ctx: LoopContext, agent: ResolvedAgent) -> AgentServer | None:
+        """opencode's server mode: one `opencode serve` for the whole run, which every
+        iteration attaches to (`--attach URL --title "<project> - Iteration #N"`)."""
+        adapter = adapter_for(agent.adapter)
+        if not agent.server or not isinstance(adapter, OpencodeAdapter):
+            return None
+        server = AgentServer(agent.name, adapter.server_argv(list(agent.argv)),
+                             cwd=self.paths.root, env=agent.env, port=agent.port,
+                             log_path=self.paths.ralph_dir / "logs" / "server.log")
+        ctx.server = (agent.name, await server.start())
+        return server
 
     def _finish_run(self, ctx: LoopContext, emit: EventSink, reason: StopReason, message: str,
                     iterations: int | None) -> None:
@@ -388,6 +407,8 @@ class LoopService:
             log.warning("iteration %d (task %s) was interrupted when its process died; "
                         "recorded as interrupted", flight.iteration, flight.task_id)
         if dead is not None:
+            if dead.server_pgid and group_alive(dead.server_pgid):
+                kill_group(dead.server_pgid)
             EventSink(self.store, dead.run_id, self.observer)(
                 "run.stopped", {"reason": "error", "message": f"the process running it "
                                 f"(pid {dead.pid}) died", "iterations": None})

@@ -29,6 +29,7 @@ class ActiveRun(BaseModel):
     started_at: str
     paused: bool = False
     mode: str = "run"  # "run" or "step"
+    server_pgid: int | None = None  # an agent server started for this run (opencode serve)
 
 
 class InFlight(BaseModel):

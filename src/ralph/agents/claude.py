@@ -1,0 +1,113 @@
+"""Claude Code: `claude -p --output-format stream-json --verbose`, prompt on stdin.
+
+Events: system/init {session_id, model}, assistant {message.content: text | thinking |
+tool_use}, user {message.content: tool_result}, rate_limit_event {rate_limit_info: status,
+resetsAt}, and the final result {subtype, is_error, result, session_id, num_turns,
+total_cost_usd, usage, api_error_status}. The exit code is not a reliable success signal:
+the result object decides. As root with permissions bypassed it needs IS_SANDBOX=1.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ralph.agents.base import (
+    Adapter,
+    AgentEvent,
+    Classification,
+    JsonOutputParser,
+    OutputParser,
+    classify_failure,
+    text_of,
+)
+
+
+class ClaudeParser(JsonOutputParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.result: dict[str, Any] | None = None
+
+    def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
+        kind = event["type"]
+        if event.get("session_id"):
+            self.session_id = str(event["session_id"])
+        if kind == "system":
+            if event.get("subtype") == "init" and event.get("model"):
+                self.model = str(event["model"])
+            return []
+        if kind == "assistant":
+            return [e for block in event["message"].get("content", [])
+                    for e in self._assistant_block(block)]
+        if kind == "user":
+            content = event["message"].get("content", [])
+            return [AgentEvent("tool_result", text_of(block.get("content", "")),
+                               str(block.get("tool_use_id", "")) or None)
+                    for block in content if isinstance(block, dict)
+                    and block.get("type") == "tool_result"]
+        if kind == "rate_limit_event":
+            info = event.get("rate_limit_info") or {}
+            resets = info.get("resetsAt")
+            if isinstance(resets, int | float):
+                self.reset_at = datetime.fromtimestamp(resets, UTC).isoformat()
+            if info.get("status") not in (None, "allowed", "allowed_warning"):
+                self.rate_limited = True
+            return []
+        if kind == "result":
+            self.result = event
+            usage = event.get("usage") or {}
+            self.add_usage(
+                _int(usage.get("input_tokens")) + _int(usage.get("cache_read_input_tokens"))
+                + _int(usage.get("cache_creation_input_tokens")) if usage else None,
+                usage.get("output_tokens"), usage.get("cache_read_input_tokens"),
+                event.get("total_cost_usd"))
+            if event.get("is_error"):
+                status = event.get("api_error_status")
+                self.note_error(str(event.get("result") or event.get("subtype") or "error"),
+                                status=status if isinstance(status, int) else None)
+            return []
+        return []
+
+    def _assistant_block(self, block: dict[str, Any]) -> list[AgentEvent]:
+        kind = block.get("type")
+        if kind == "text":
+            return [AgentEvent("text", str(block.get("text", "")))]
+        if kind == "thinking":
+            return [AgentEvent("reasoning", str(block.get("thinking", "")))]
+        if kind == "tool_use":
+            return [AgentEvent("tool_use", text_of(block.get("input", {})),
+                               str(block.get("name", "")) or None)]
+        return []
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+class ClaudeAdapter(Adapter):
+    name = "claude"
+    binary = "claude"
+    install_hint = "npm install -g @anthropic-ai/claude-code"
+
+    def default_argv(self, model: str | None) -> list[str]:
+        # acceptEdits: file edits are allowed, other tools are not. Full auto: replace it in
+        # ralph.toml argv with `--permission-mode bypassPermissions` (as root also set
+        # env IS_SANDBOX = "1").
+        argv = ["claude", "-p", "--output-format", "stream-json", "--verbose",
+                "--permission-mode", "acceptEdits"]
+        return [*argv, "--model", model] if model else argv
+
+    def parser(self) -> OutputParser:
+        return ClaudeParser()
+
+    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+        result = parser.result if isinstance(parser, ClaudeParser) else None
+        if result is not None and not result.get("is_error") and (
+                result.get("subtype") in (None, "success")):
+            return Classification("ok", session_id=parser.session_id)
+        message = None
+        if result is not None:
+            message = str(result.get("result") or result.get("subtype") or "error")[:300]
+        elif exit_code == 0:
+            message = "claude ended without a result"
+        return classify_failure(exit_code if exit_code else 1, tail, parser, message)

@@ -1,0 +1,109 @@
+"""Codex CLI: `codex exec --json`, prompt on stdin, JSONL events on stdout.
+
+Events: thread.started {thread_id} (the session id: `codex exec resume <id>` continues it),
+turn.started, turn.completed {usage}, turn.failed {error}, item.started|updated|completed
+{item: agent_message | reasoning | command_execution | file_change | mcp_tool_call |
+web_search | todo_list | error}, error {message}. A rate limit shows as `response.failed`
+with `rate_limit_exceeded`, surfacing as turn.failed / error mentioning it or HTTP 429.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ralph.agents.base import (
+    Adapter,
+    AgentEvent,
+    Classification,
+    JsonOutputParser,
+    OutputParser,
+    classify_failure,
+    text_of,
+)
+
+
+class CodexParser(JsonOutputParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
+        kind = event["type"]
+        if kind == "thread.started":
+            self.session_id = str(event.get("thread_id") or "") or None
+            return []
+        if kind in ("turn.started",):
+            return []
+        if kind == "turn.completed":
+            usage = event.get("usage") or {}
+            self.add_usage(usage.get("input_tokens"), usage.get("output_tokens"),
+                           usage.get("cached_input_tokens"))
+            return []
+        if kind in ("turn.failed", "error"):
+            error = event.get("error")
+            message = str(error.get("message", error) if isinstance(error, dict)
+                          else event.get("message", error))
+            self.failed = True
+            self.note_error(message)
+            return [AgentEvent("error", message)]
+        if kind.startswith("item."):
+            return self._item(kind, event["item"])
+        return []
+
+    def _item(self, kind: str, item: dict[str, Any]) -> list[AgentEvent]:
+        item_type = item.get("type")
+        done = kind == "item.completed"
+        if item_type == "agent_message":
+            return [AgentEvent("text", str(item.get("text", "")))] if done else []
+        if item_type == "reasoning":
+            return [AgentEvent("reasoning", str(item.get("text", "")))] if done else []
+        if item_type == "command_execution":
+            if kind == "item.started":
+                return [AgentEvent("tool_use", str(item.get("command", "")), "shell")]
+            if done:
+                output = str(item.get("aggregated_output", ""))
+                code = item.get("exit_code")
+                return [AgentEvent("tool_result", f"{output}[exit {code}]" if output
+                                   else f"[exit {code}]", "shell")]
+            return []
+        if item_type == "file_change" and done:
+            changes = ", ".join(f"{c.get('kind', '?')} {c.get('path', '?')}"
+                                for c in item.get("changes", []))
+            return [AgentEvent("tool_use", changes, "apply_patch")]
+        if item_type == "mcp_tool_call":
+            tool = f"{item.get('server', 'mcp')}.{item.get('tool', '?')}"
+            if kind == "item.started":
+                return [AgentEvent("tool_use", text_of(item.get("arguments", "")), tool)]
+            if done:
+                return [AgentEvent("tool_result", text_of(item.get("result", "")), tool)]
+            return []
+        if item_type == "web_search" and done:
+            return [AgentEvent("tool_use", str(item.get("query", "")), "web_search")]
+        if item_type == "error" and done:
+            message = str(item.get("message", ""))
+            self.note_error(message)
+            return [AgentEvent("error", message)]
+        return []
+
+
+class CodexAdapter(Adapter):
+    name = "codex"
+    binary = "codex"
+    install_hint = "npm install -g @openai/codex"
+
+    def default_argv(self, model: str | None) -> list[str]:
+        # workspace-write: the agent edits the project and runs commands inside a sandbox.
+        # Full auto (no sandbox, for an already isolated machine): replace it in ralph.toml
+        # argv with --dangerously-bypass-approvals-and-sandbox.
+        argv = ["codex", "exec", "--json", "--sandbox", "workspace-write",
+                "--skip-git-repo-check", "--color", "never"]
+        return [*argv, "--model", model] if model else argv
+
+    def parser(self) -> OutputParser:
+        return CodexParser()
+
+    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+        failed = isinstance(parser, CodexParser) and parser.failed
+        if exit_code == 0 and not failed:
+            return Classification("ok", session_id=parser.session_id)
+        return classify_failure(exit_code, tail, parser)

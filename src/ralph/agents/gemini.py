@@ -1,0 +1,93 @@
+"""Gemini CLI: `gemini -o stream-json --approval-mode yolo -p PROMPT`.
+
+Events: init {session_id, model}, message {role, content, delta}, tool_use {tool_name,
+tool_id, parameters}, tool_result {tool_id, status, output, error}, error {severity,
+message}, result {status, stats, error}. Exit codes: 41 auth, 42 input, 52 config, 53 turn
+limit, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ralph.agents.base import (
+    Adapter,
+    AgentEvent,
+    Classification,
+    JsonOutputParser,
+    OutputParser,
+    classify_failure,
+    text_of,
+)
+
+EXIT_AUTH, EXIT_INPUT, EXIT_CONFIG, EXIT_TURN_LIMIT, EXIT_CANCELLED = 41, 42, 52, 53, 130
+
+
+class GeminiParser(JsonOutputParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.result: dict[str, Any] | None = None
+        self._tools: dict[str, str] = {}
+
+    def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
+        kind = event["type"]
+        if kind == "init":
+            self.session_id = str(event.get("session_id") or "") or None
+            self.model = str(event.get("model") or "") or None
+            return []
+        if kind == "message":
+            if event.get("role") == "assistant":
+                return [AgentEvent("text", str(event.get("content", "")))]
+            return []
+        if kind == "tool_use":
+            name = str(event.get("tool_name", "")) or None
+            self._tools[str(event.get("tool_id"))] = name or ""
+            return [AgentEvent("tool_use", text_of(event.get("parameters", {})), name)]
+        if kind == "tool_result":
+            name = self._tools.get(str(event.get("tool_id"))) or None
+            body = event.get("output") if event.get("status") == "success" else (
+                event.get("error") or event.get("output"))
+            return [AgentEvent("tool_result", text_of(body if body is not None else ""), name)]
+        if kind == "error":
+            message = str(event.get("message", ""))
+            self.note_error(message)
+            return [AgentEvent("error", message)]
+        if kind == "result":
+            self.result = event
+            stats = event.get("stats") or {}
+            self.add_usage(stats.get("input_tokens"), stats.get("output_tokens"),
+                           stats.get("cached") if isinstance(stats.get("cached"), int)
+                           else stats.get("cached_tokens"))
+            error = event.get("error")
+            if error:
+                self.note_error(text_of(error.get("message", error) if isinstance(error, dict)
+                                        else error))
+            return []
+        return []
+
+
+class GeminiAdapter(Adapter):
+    name = "gemini"
+    binary = "gemini"
+    install_hint = "npm install -g @google/gemini-cli"
+
+    def default_argv(self, model: str | None) -> list[str]:
+        argv = ["gemini", "-o", "stream-json", "--approval-mode", "yolo"]
+        return [*argv, "-m", model, "-p", "{prompt}"] if model else [*argv, "-p", "{prompt}"]
+
+    def parser(self) -> OutputParser:
+        return GeminiParser()
+
+    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+        result = parser.result if isinstance(parser, GeminiParser) else None
+        if exit_code == 0 and (result is None or result.get("status") in (None, "success")):
+            return Classification("ok", session_id=parser.session_id)
+        if exit_code == EXIT_AUTH:
+            return Classification("auth_error", parser.last_error or "authentication failed",
+                                  session_id=parser.session_id)
+        if exit_code == EXIT_CANCELLED:
+            return Classification("cancelled", "cancelled", session_id=parser.session_id)
+        known = {EXIT_INPUT: "invalid input", EXIT_CONFIG: "configuration error",
+                 EXIT_TURN_LIMIT: "turn limit reached"}
+        return classify_failure(exit_code, tail, parser, None if parser.rate_limited
+                                else known.get(exit_code or 0))

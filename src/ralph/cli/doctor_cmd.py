@@ -1,0 +1,43 @@
+"""`ralph doctor`: which agents can run here, and what is wrong with the others."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ralph.cli.output import write_json
+from ralph.project import find_project_root
+
+
+def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List every agent adapter: binary found or not, version, the command Ralph will run.
+
+    Exit code 0 when the default agent can run, 1 when it cannot."""
+    from ralph.agents.doctor import diagnose
+    from ralph.config import load_config
+
+    root = find_project_root()
+    config = load_config(root, required=False)
+    reports = asyncio.run(diagnose(config, root))
+    if json:
+        write_json([r.to_dict() for r in reports])
+    else:
+        out = Console(highlight=False, soft_wrap=True)
+        for r in reports:
+            name = f"{r.agent} (default)" if r.default else r.agent
+            verdict = "[green]ok[/green]" if r.ok else "[red]" + escape(
+                "; ".join(r.problems)) + "[/red]"
+            out.print(f"[bold]{escape(name)}[/bold] ({r.adapter} adapter): {verdict}")
+            found = r.path or "not found"
+            out.print(f"  binary:  {escape(found)}"
+                      + (f" ({escape(r.version)})" if r.version else ""))
+            out.print(f"  command: {escape(' '.join(r.argv))} (prompt via {r.prompt_via})")
+            if r.model or r.env:
+                out.print(f"  model:   {escape(r.model or '-')}; env: "
+                          f"{escape(', '.join(r.env) or '-')}")
+    default = next((r for r in reports if r.default), None)
+    raise typer.Exit(0 if default is None or default.ok else 1)
