@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The real agent CLIs the end-to-end adapter tests run (pinned in tests/agents/package.json).
+AGENT_CLIS := tests/agents/node_modules/.installed
 
 .PHONY: test demo lint typecheck unit bench clean
 
@@ -15,7 +17,12 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-test: $(STAMP) lint typecheck unit
+$(AGENT_CLIS): tests/agents/package.json tests/agents/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: the agent end-to-end tests need Node.js 20+ and npm to install the pinned agent CLIs (tests/agents/package.json)" >&2; exit 1; }
+	cd tests/agents && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(AGENT_CLIS)
+
+test: $(STAMP) $(AGENT_CLIS) lint typecheck unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -23,7 +30,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(AGENT_CLIS)
 	$(BIN)/pytest -q
 
 demo: $(STAMP)
@@ -31,6 +38,8 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/store_bench.py
+	$(BIN)/python benchmarks/loop_bench.py
+	$(BIN)/python benchmarks/adapter_bench.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/agents/node_modules

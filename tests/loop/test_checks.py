@@ -64,7 +64,6 @@ def test_judge_false_variants_fail_with_a_reason(last_line: str) -> None:
     "JUDGE_SIGNAL: truefalse",
     "JUDGE_SIGNAL true",
     "EXIT_SIGNAL: true",
-    "The verdict is JUDGE_SIGNAL: true",
 ], ids=repr)
 def test_judge_without_a_proper_signal_is_a_no(tail: str) -> None:
     result = judge_verdict(outcome(tail))
@@ -140,3 +139,9 @@ def test_review_that_did_not_finish_is_a_no_even_if_it_printed_ship(status: Agen
     assert result.ok is False
     assert result.reason is not None
     assert status in result.reason and "timed out after 5 s" in result.reason
+
+
+def test_a_signal_ending_the_last_line_counts() -> None:
+    """The output must end with the signal; words before it on that line are fine."""
+    assert judge_verdict(outcome("Looked at it.\nThe verdict is JUDGE_SIGNAL: true")).ok
+    assert not judge_verdict(outcome("JUDGE_SIGNAL: true, or so I think")).ok

@@ -44,6 +44,8 @@ class AgentEvent:
     kind: OutputKind
     content: str
     tool: str | None = None
+    said: bool = True  # text the agent said (its answer), not a CLI diagnostic
+    delta: bool = False  # continues the previous piece of text (streamed chunks)
 
     def meta(self) -> dict[str, Any]:
         return {"kind": self.kind, "content": self.content, "tool": self.tool}
@@ -70,8 +72,9 @@ class Classification:
 
 _RATE_LIMIT = re.compile(r"\b429\b|rate[ _-]?limit|too many requests|usage limit|quota exceeded",
                          re.IGNORECASE)
-_RETRY_AFTER = re.compile(r"retry[ -]after[:= ]+(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)?",
-                          re.IGNORECASE)
+_RETRY_AFTER = re.compile(r"(?:retry[ -]after|try again in)[:= ]+(\d+(?:\.\d+)?)\s*"
+                          r"(?:s\b|sec|seconds)?", re.IGNORECASE)
+_LOOKS_BAD = re.compile(r"error|fail|exception|fatal|denied|refused|invalid", re.IGNORECASE)
 _AUTH = re.compile(r"\b401\b|unauthori[sz]ed|invalid api key|not logged in|authentication",
                    re.IGNORECASE)
 
@@ -116,14 +119,20 @@ class OutputParser:
         return [AgentEvent("text", line)]
 
     def feed_stderr(self, line: str) -> list[AgentEvent]:
-        if line.strip():
-            self.note_error(line)
-        return [AgentEvent("error", line)]
+        """stderr carries the CLI's diagnostics: warnings stay text, errors count as errors
+        (and may reveal a rate limit), without displacing an error the CLI reported in its
+        structured output."""
+        if not _LOOKS_BAD.search(line) and not _RATE_LIMIT.search(line):
+            return [AgentEvent("text", line, said=False)]
+        self.note_error(line, structured=False)
+        return [AgentEvent("error", line, said=False)]
 
-    def note_error(self, message: str, *, status: int | None = None) -> None:
+    def note_error(self, message: str, *, status: int | None = None,
+                   structured: bool = True) -> None:
         """Remember an error the CLI reported, and whether it is a rate limit or an auth
         failure (by HTTP status when the CLI gives one, else by its wording)."""
-        self.last_error = message.strip()[:500] or self.last_error
+        if structured or self.last_error is None:
+            self.last_error = message.strip()[:500] or self.last_error
         if status == 429 or (status is None and _RATE_LIMIT.search(message)):
             self.rate_limited = True
             match = _RETRY_AFTER.search(message)
@@ -166,12 +175,12 @@ class JsonOutputParser(OutputParser):
             obj = None
         if not isinstance(obj, dict):
             self.not_json += 1
-            return [AgentEvent("text", line)]
+            return [AgentEvent("text", line, said=False)]
         try:
             return self.on_event(obj)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             self.not_json += 1
-            return [AgentEvent("text", line)]
+            return [AgentEvent("text", line, said=False)]
 
     def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
         raise NotImplementedError

@@ -28,8 +28,15 @@ class GeminiParser(JsonOutputParser):
         super().__init__()
         self.result: dict[str, Any] | None = None
         self._tools: dict[str, str] = {}
+        self._in_text = False
 
     def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
+        events = self._on_event(event)
+        # Streamed message chunks continue each other until something else comes between.
+        self._in_text = event.get("type") == "message" and event.get("role") == "assistant"
+        return events
+
+    def _on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
         kind = event["type"]
         if kind == "init":
             self.session_id = str(event.get("session_id") or "") or None
@@ -37,7 +44,8 @@ class GeminiParser(JsonOutputParser):
             return []
         if kind == "message":
             if event.get("role") == "assistant":
-                return [AgentEvent("text", str(event.get("content", "")))]
+                return [AgentEvent("text", str(event.get("content", "")),
+                                   delta=bool(event.get("delta")) and self._in_text)]
             return []
         if kind == "tool_use":
             name = str(event.get("tool_name", "")) or None
@@ -89,5 +97,5 @@ class GeminiAdapter(Adapter):
             return Classification("cancelled", "cancelled", session_id=parser.session_id)
         known = {EXIT_INPUT: "invalid input", EXIT_CONFIG: "configuration error",
                  EXIT_TURN_LIMIT: "turn limit reached"}
-        return classify_failure(exit_code, tail, parser, None if parser.rate_limited
+        return classify_failure(exit_code or 1, tail, parser, None if parser.rate_limited
                                 else known.get(exit_code or 0))

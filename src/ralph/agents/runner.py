@@ -20,7 +20,8 @@ Emit = Callable[[str, dict[str, Any]], object]  # (topic, meta): appends an even
 MAX_LINE_BYTES = 64 * 1024  # a longer line is passed on in pieces: memory stays bounded
 EVENT_CHARS = 8 * 1024  # agent.output events carry at most this much text each
 TAIL_CHARS = 16 * 1024  # the end of the output kept for classification and signals
-_EXIT_SIGNAL = re.compile(r"^\s*\**EXIT_SIGNAL\**\s*:\s*\**(true|false)\**\s*$", re.IGNORECASE)
+# Anywhere in a line ("Done. EXIT_SIGNAL: true"); the last one said counts.
+_EXIT_SIGNAL = re.compile(r"\bEXIT_SIGNAL\**\s*:\s*\**`?(true|false)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -92,22 +93,17 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     resolve_program(command.argv, agent, adapter.install_hint)
     parser = adapter.parser()
     splitters = {"stdout": _Lines(), "stderr": _Lines()}
-    tail: list[str] = []
-    tail_chars = 0
-    exit_signal: bool | None = None
+    raw = _Tail()  # the output as printed: what classification reads
+    said = _Tail()  # what the agent said (its text): EXIT_SIGNAL, the judge's verdict
     pending: list[AgentEvent] = []
 
     def take_lines(stream: str, lines: list[str]) -> None:
-        nonlocal tail_chars, exit_signal
         for line in lines:
-            match = _EXIT_SIGNAL.match(line)
-            if match:
-                exit_signal = match.group(1).lower() == "true"
-            tail.append(line)
-            tail_chars += len(line) + 1
-            while tail_chars > TAIL_CHARS and len(tail) > 1:
-                tail_chars -= len(tail.pop(0)) + 1
-            pending.extend(parser.feed_line(stream, line))
+            raw.add(line)
+            for event in parser.feed_line(stream, line):
+                pending.append(event)
+                if event.kind == "text" and event.said:
+                    said.add(event.content, continues=event.delta)
 
     def flush_events() -> None:
         for event in _coalesce(pending):
@@ -131,8 +127,9 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     for stream, splitter in splitters.items():
         take_lines(stream, splitter.flush())
     flush_events()
-    text_tail = "\n".join(tail)
-    verdict = adapter.classify(result.exit_code, text_tail, parser)
+    verdict = adapter.classify(result.exit_code, raw.text(), parser)
+    text_tail = said.text()
+    exit_signal = _exit_signal(text_tail)
     status: AgentStatus = "timeout" if result.timed_out else verdict.status
     message = f"timed out after {timeout:g} s" if result.timed_out else verdict.message
     usage = priced(parser.usage, parser.model or agent.model, agent)
@@ -164,14 +161,43 @@ def priced(usage: Usage | None, model: str | None, agent: ResolvedAgent) -> Usag
                                               usage.cached_tokens or 0))
 
 
+class _Tail:
+    """The last TAIL_CHARS characters of a text built from lines or streamed pieces."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._chars = 0
+
+    def add(self, text: str, *, continues: bool = False) -> None:
+        piece = text if continues or not self._parts else "\n" + text
+        self._parts.append(piece)
+        self._chars += len(piece)
+        while self._chars > TAIL_CHARS and len(self._parts) > 1:
+            self._chars -= len(self._parts.pop(0))
+
+    def text(self) -> str:
+        return "".join(self._parts).lstrip("\n")[-TAIL_CHARS:]
+
+
+def _exit_signal(text: str) -> bool | None:
+    """The last `EXIT_SIGNAL: true|false` line of what the agent said (None if none)."""
+    found = None
+    for match in _EXIT_SIGNAL.finditer(text):
+        found = match.group(1).lower() == "true"
+    return found
+
+
 def _coalesce(events: list[AgentEvent]) -> list[AgentEvent]:
     """Join consecutive text events into pieces of at most EVENT_CHARS (fewer, larger frames)."""
     out: list[AgentEvent] = []
     for event in events:
         last = out[-1] if out else None
         if (last is not None and last.kind == event.kind and last.tool == event.tool
+                and last.said == event.said
                 and len(last.content) + len(event.content) < EVENT_CHARS):
-            out[-1] = AgentEvent(last.kind, last.content + "\n" + event.content, last.tool)
+            joint = "" if event.delta else "\n"
+            out[-1] = AgentEvent(last.kind, last.content + joint + event.content, last.tool,
+                                 last.said, last.delta)
         elif len(event.content) > EVENT_CHARS:
             out.extend(AgentEvent(event.kind, event.content[i:i + EVENT_CHARS], event.tool)
                        for i in range(0, len(event.content), EVENT_CHARS))

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ralph.agents.runner import AgentOutcome
 
-_JUDGE = re.compile(r"^\s*\**JUDGE_SIGNAL\**\s*:\s*\**(true|false)\**\s*$", re.IGNORECASE)
+# The last line must end with the signal ("... JUDGE_SIGNAL: true" counts).
+_JUDGE = re.compile(r"\bJUDGE_SIGNAL\**\s*:\s*\**`?(true|false)`?\**\s*\.?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ def judge_verdict(outcome: AgentOutcome) -> CheckResult:
     if outcome.status != "ok":
         return CheckResult(False, f"the judge did not finish ({outcome.status}: "
                                   f"{outcome.message})")
-    match = _JUDGE.match(_last_line(outcome.tail))
+    match = _JUDGE.search(_last_line(outcome.tail))
     if match is None:
         return CheckResult(False, "the judge's output did not end with JUDGE_SIGNAL: true|false")
     if match.group(1).lower() == "true":
