@@ -74,7 +74,8 @@ class AnthropicWire:
             if isinstance(tool, dict) and tool.get("name")
         ]
         context = [text_of(data.get("system"))]
-        context += [_user_text(m) for m in messages if m.get("role") == "user"][:2]
+        # claude states its working directory in a `system` message inside `messages`
+        context += [_user_text(m) for m in messages if m.get("role") in ("user", "system")]
         return RequestView(
             protocol=self.name,
             model=str(data.get("model", "")),

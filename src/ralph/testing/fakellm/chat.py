@@ -20,8 +20,8 @@ from ralph.testing.fakellm.common import (
     sse,
     text_of,
 )
-from ralph.testing.fakellm.scenario import ErrorSpec
 from ralph.testing.fakellm.responses import ResponsesWire
+from ralph.testing.fakellm.scenario import ErrorSpec
 
 
 class ChatWire:

@@ -95,12 +95,15 @@ class ResponsesWire:
                     name=str(tool["name"]),
                     schema=tool.get("parameters") or {},
                     description=str(tool.get("description", "")),
-                    kind="custom" if tool.get("type") == "custom" else "function",
+                    kind=str(tool.get("type") or "function"),
                 )
             )
         context = [str(data.get("instructions") or "")]
-        context += [text_of(item.get("content")) for item, kind in zip(items, kinds, strict=True)
-                    if kind in ("user_message", "other") and item.get("type", "message") == "message"]
+        context += [
+            text_of(item.get("content"))
+            for item, kind in zip(items, kinds, strict=True)
+            if kind in ("user_message", "other") and item.get("type", "message") == "message"
+        ]
         return RequestView(
             protocol=self.name,
             model=str(data.get("model", "")),

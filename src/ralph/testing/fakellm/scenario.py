@@ -19,7 +19,9 @@ Rules are tried in order and the first that matches answers. A rule's conditions
 optional, all must hold) look at the request's content, never at its position in time:
 
 ``user`` / ``user_regex``
-    the text of the last user message (a message the user typed, not a tool result);
+    the text of the last user message (a message the user typed, not a tool result; its text
+    parts joined by newlines: claude puts `<system-reminder>` blocks before the prompt). The
+    regular expressions are searched (`re.search`, MULTILINE: `^` matches at each line);
 ``tool_result`` / ``tool_result_regex``
     ``true``: the last input is a tool result; ``false``: it is not; a string: it is one and
     its text contains the string;
@@ -40,10 +42,13 @@ message picks the entry; the last one repeats). A reply is one of::
                "in_stream": false, "headers": {...}}}
     {"hang": 30}                                            # read the request, answer nothing
 
-and may carry ``usage`` (token counts for this reply) and ``delay`` (seconds to wait before
+and may carry ``usage`` (token counts for this reply; a rule's ``usage`` applies to all its
+replies, the scenario's to every other reply) and ``delay`` (seconds to wait before
 answering). ``write_file`` and ``shell`` become a call of a tool the client offered in this
 request (see ``tools.py``); a rule whose reply needs a tool the request does not offer does
 not match, so that side calls without tools (titles, summaries) fall through to the default.
+An error is sent as that HTTP status with the protocol's error body (and ``Retry-After``),
+or, with ``in_stream``, as an error event inside a 200 stream (codex: ``response.failed``).
 A rule with ``times`` (or whose first reply is an error with ``times``) matches only that
 many requests; after that it is skipped.
 """
@@ -52,7 +57,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,8 +196,8 @@ class Scenario:
         if duplicates:
             raise ScenarioError(f"rule names must be unique: {', '.join(duplicates)}")
         default = _reply(data.get("default", {"text": "OK"}), "default")
-        if default.needs_tool:
-            raise ScenarioError("default: the default reply cannot be a write_file/shell call")
+        if default.kind == "tool_call":
+            raise ScenarioError("default: the default reply cannot be a tool call")
         return cls(rules=rules, default=default, usage=usage)
 
 
@@ -230,7 +235,7 @@ def _count(value: Any, where: str) -> int:
 
 def _regex(value: Any, where: str) -> re.Pattern[str]:
     try:
-        return re.compile(_string(value, where))
+        return re.compile(_string(value, where), re.MULTILINE)
     except re.error as exc:
         raise ScenarioError(f"{where}: bad regular expression: {exc}") from exc
 
@@ -281,7 +286,11 @@ def _error(value: Any, where: str) -> tuple[ErrorSpec, int | None]:
 
 
 def _reply(value: Any, where: str) -> Reply:
-    return _reply_and_times(value, where)[0]
+    """A reply that is not a rule's first one: `times` would mean nothing there."""
+    reply, times = _reply_and_times(value, where)
+    if times is not None:
+        raise ScenarioError(f"{where}: times is only allowed on a rule's first reply")
+    return reply
 
 
 def _reply_and_times(value: Any, where: str) -> tuple[Reply, int | None]:
@@ -366,7 +375,7 @@ def _match(value: Any, where: str) -> Match:
 def _rule(value: Any, index: int) -> Rule:
     where = f"rules[{index}]"
     data = _object(value, where)
-    _check_keys(data, {"name", "match", "reply", "then", "times"}, where)
+    _check_keys(data, {"name", "match", "reply", "then", "times", "usage"}, where)
     name = _string(data.get("name", f"rule{index}"), f"{where}.name")
     where = f"rule {name!r}"
     if "reply" not in data:
@@ -378,6 +387,9 @@ def _rule(value: Any, index: int) -> Rule:
     replies = (first, *(_reply(item, f"{where}.then[{i}]") for i, item in enumerate(then)))
     if "times" in data:
         times = _count(data["times"], f"{where}.times")
+    usage = _usage(data.get("usage"), f"{where}.usage")
+    if usage is not None:
+        replies = tuple(r if r.usage is not None else replace(r, usage=usage) for r in replies)
     return Rule(
         name=name, match=_match(data.get("match", {}), f"{where}.match"), replies=replies,
         times=times,
