@@ -97,7 +97,7 @@ class CodexAdapter(Adapter):
         # argv with --dangerously-bypass-approvals-and-sandbox.
         argv = ["codex", "exec", "--json", "--sandbox", "workspace-write",
                 "--skip-git-repo-check", "--color", "never"]
-        return [*argv, "--model", model] if model else argv
+        return [*argv, "--model", model, "-"] if model else [*argv, "-"]  # `-`: prompt on stdin
 
     def parser(self) -> OutputParser:
         return CodexParser()

@@ -77,8 +77,10 @@ class OpencodeAdapter(Adapter):
     install_hint = "npm install -g opencode-ai"
 
     def default_argv(self, model: str | None) -> list[str]:
+        # The prompt goes to stdin: as an argument opencode would quote it, and a long prompt
+        # could exceed the kernel's limit for one argument.
         argv = ["opencode", "run", "--format", "json"]
-        return [*argv, "--model", model, "{prompt}"] if model else [*argv, "{prompt}"]
+        return [*argv, "--model", model] if model else argv
 
     def server_argv(self, argv: list[str]) -> list[str]:
         """`opencode serve` with the same program as the agent's argv ({port} filled later)."""

@@ -142,7 +142,7 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     emit("agent.finished", {"status": status, "exit_code": result.exit_code,
                             "session_id": session_id, "reset_at": verdict.reset_at,
                             "message": message, "duration_s": round(result.duration_s, 4),
-                            "not_json_lines": parser.not_json})
+                            "not_json_lines": parser.not_json, "pid": result.pid})
     return AgentOutcome(status, result.exit_code, message, exit_signal, session_id,
                         verdict.reset_at, verdict.retry_after_s, result.duration_s,
                         result.started_at, result.finished_at, log_path, command.argv,

@@ -1,0 +1,144 @@
+"""The real agent CLIs (pinned in tests/agents/package.json) driven by Ralph against the fake
+model server, each run inside a network namespace that has only loopback (`unshare -n`): no
+test traffic can leave the machine, whatever a CLI tries.
+
+For each CLI: an iteration in which the fake model makes the CLI write the file the task asks
+for (gate passes, task verified, normalized events and usage in the store); a 429 that is
+classified rate_limited, waited out and retried; a model that hangs, whose CLI the timeout
+ends with its whole process tree. Plus opencode's server mode over a three-task run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agents.clienv import CLIS, NODE_BIN
+
+DRIVER = Path(__file__).with_name("e2e_driver.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _require_clis() -> None:
+    missing = [cli for cli in CLIS if not (NODE_BIN / cli).exists()]
+    if missing:
+        pytest.fail(f"agent CLIs not installed: {', '.join(missing)}: run `make test` (it runs "
+                    "`npm ci` in tests/agents) or `cd tests/agents && npm ci`", pytrace=False)
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.fail("`unshare` and `ip` (util-linux, iproute2) are needed to run the agent CLIs "
+                    "in a loopback-only network namespace", pytrace=False)
+
+
+def drive(tmp_path: Path, cli: str, case: str) -> dict[str, Any]:
+    """Run the driver for one CLI and case in a fresh network namespace; its findings."""
+    _require_clis()
+    out = tmp_path / "out.json"
+    # codex makes /tmp/codex-daemon-<uid> whatever TMPDIR says: remove it if it is ours.
+    daemon_dir = Path(f"/tmp/codex-daemon-{os.getuid()}")
+    had_daemon_dir = daemon_dir.exists()
+    command = (f"ip link set lo up && exec {sys.executable} {DRIVER} --cli {cli} --case {case} "
+               f"--project {tmp_path / 'proj'} --out {out}")
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          start_new_session=True, check=False)
+    if not had_daemon_dir and daemon_dir.is_dir() and not any(daemon_dir.iterdir()):
+        daemon_dir.rmdir()
+    if proc.returncode != 0 or not out.exists():
+        pytest.fail(f"the e2e driver failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}",
+                    pytrace=False)
+    return dict(json.loads(out.read_text()))
+
+
+def topics(result: dict[str, Any], topic: str) -> list[dict[str, Any]]:
+    return [e["meta"] for e in result["events"] if e["topic"] == topic]
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry))
+    return members
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_an_iteration_with_the_real_cli(tmp_path: Path, cli: str) -> None:
+    result = drive(tmp_path, cli, "success")
+    step = result["step"]
+    assert (step["status"], step["verified"], step["gates_ok"]) == ("done", True, True), step
+    assert step["exit_signal"] is True and step["agent_status"] == "ok"
+    assert (tmp_path / "proj" / "hello.txt").read_text().strip() == "hello"
+    [started] = topics(result, "agent.started")
+    assert started["agent"] == cli and started["argv"][0] == cli
+    outputs = topics(result, "agent.output")
+    assert {"tool_use", "text"} <= {o["kind"] for o in outputs}
+    assert all(set(o) >= {"kind", "content", "tool"} for o in outputs)
+    # gemini streams its answer in pieces, which may land in separate events
+    assert "EXIT_SIGNAL: true" in "".join(o["content"] for o in outputs if o["kind"] == "text")
+    [usage] = topics(result, "agent.usage")
+    assert usage["input_tokens"] and usage["output_tokens"]
+    assert set(usage) >= {"input_tokens", "output_tokens", "cached_tokens", "cost_usd"}
+    [finished] = topics(result, "agent.finished")
+    assert finished["status"] == "ok" and finished["session_id"]
+    assert finished["reset_at"] is None and finished["not_json_lines"] == 0
+    assert any(r["path"].startswith(("/v1/", "/v1beta/")) for r in result["requests"])
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_rate_limit_is_waited_out_and_retried(tmp_path: Path, cli: str) -> None:
+    result = drive(tmp_path, cli, "429")
+    step = result["step"]
+    assert step["verified"], step
+    statuses = [f["status"] for f in topics(result, "agent.finished")]
+    assert statuses == ["rate_limited", "ok"]
+    [wait] = topics(result, "agent.rate_limited")
+    assert 0 < wait["wait_seconds"] <= 2
+    state = json.loads((tmp_path / "proj" / ".ralph" / "state.json").read_text())
+    assert state["tasks"]["1"] == {"attempts": 1, "failures": 0, "blocked": None}
+    assert step["no_progress_streak"] == 0
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_hanging_cli_is_ended_with_its_process_tree(tmp_path: Path, cli: str) -> None:
+    result = drive(tmp_path, cli, "hang")
+    step = result["step"]
+    assert (step["status"], step["agent_status"]) == ("agent_failed", "timeout"), step
+    [finished] = topics(result, "agent.finished")
+    assert finished["status"] == "timeout" and finished["pid"]
+    assert group_members(finished["pid"]) == []
+
+
+def test_opencode_server_mode(tmp_path: Path) -> None:
+    result = drive(tmp_path, "opencode", "server")
+    outcome = result["outcome"]
+    assert (outcome["reason"], outcome["iterations"], outcome["done"]) == ("complete", 3, 3)
+    argvs = [s["argv"] for s in topics(result, "agent.started")]
+    assert len(argvs) == 3
+    urls = {argv[argv.index("--attach") + 1] for argv in argvs}
+    assert len(urls) == 1 and next(iter(urls)).startswith("http://127.0.0.1:")
+    titles = [argv[argv.index("--title") + 1] for argv in argvs]
+    assert titles == [f"proj - Iteration #{n}" for n in (1, 2, 3)]
+    log = (tmp_path / "proj" / ".ralph" / "logs" / "server.log").read_text()
+    assert log.count("listening on") == 1  # one server for the whole run
+    leftovers = [pid for pid in os.listdir("/proc") if pid.isdigit() and
+                 str(tmp_path) in _cmdline(pid)]
+    assert leftovers == []
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
