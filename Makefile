@@ -19,7 +19,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 $(AGENT_CLIS): tests/agents/package.json tests/agents/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: the agent end-to-end tests need Node.js 20+ and npm to install the pinned agent CLIs (tests/agents/package.json)" >&2; exit 1; }
-	cd tests/agents && npm ci --no-audit --no-fund --loglevel=error
+	cd tests/agents && npm install --no-audit --no-fund --loglevel=error
 	@touch $(AGENT_CLIS)
 
 test: $(STAMP) $(AGENT_CLIS) lint typecheck unit
