@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def _require_clis() -> None:
     missing = [cli for cli in CLIS if not (NODE_BIN / cli).exists()]
     if missing:
-        pytest.fail(f"agent CLIs not installed: {', '.join(missing)}: run `make test` (it runs "
-                    "`npm install` in tests/agents) or `cd tests/agents && npm install`", pytrace=False)
+        pytest.fail(f"agent CLIs not installed: {', '.join(missing)}: run `make test` (it "
+                    "runs `npm install` in tests/agents) or `cd tests/agents && npm install`",
+                    pytrace=False)
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.fail("`unshare` and `ip` (util-linux, iproute2) are needed to run the agent CLIs "
                     "in a loopback-only network namespace", pytrace=False)
