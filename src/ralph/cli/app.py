@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ralph import __version__
-from ralph.cli import demo, doctor_cmd, init_cmd, loop_cmd, notes_cmd, store_cmd
+from ralph.cli import bridge_cmd, demo, doctor_cmd, init_cmd, loop_cmd, notes_cmd, store_cmd
 
 app = typer.Typer(
     name="ralph",
@@ -25,6 +25,7 @@ app.command(name="step")(loop_cmd.step)
 app.command(name="run")(loop_cmd.run)
 app.command(name="status")(loop_cmd.status)
 app.command(name="doctor")(doctor_cmd.doctor)
+app.command(name="bridge")(bridge_cmd.bridge)
 
 
 def _show_version(value: bool) -> None:

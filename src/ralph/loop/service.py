@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from ralph.loop.models import (
     StopReason,
 )
 from ralph.loop.paths import ProjectPaths
+from ralph.loop.ratelimit import HOUR_S
 from ralph.loop.state import ActiveRun, LoopState, load_state, save_state
 from ralph.loop.status import project_status, ready_task
 from ralph.proc import group_alive, kill_group
@@ -170,6 +172,25 @@ class LoopService:
     @property
     def paused(self) -> bool:
         return self._paused
+
+    async def check(self, agent: str | None = None) -> ResolvedAgent:
+        """What a start would check first (git, agent and its program, the tracker), without
+        starting anything: faces call it to refuse a run at once rather than report its
+        failure later."""
+        state = load_state(self.paths.state)
+        ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
+        return await self._preflight(ctx, agent, require_clean=False, quiet=True)
+
+    def start_slot_wait(self) -> float:
+        """Seconds until `loop.rate_limit_per_hour` allows another agent start (0: now)."""
+        per_hour = self.config.loop.rate_limit_per_hour
+        if per_hour <= 0:
+            return 0.0
+        now = time.time()
+        starts = [t for t in load_state(self.paths.state).agent_starts if now - t < HOUR_S]
+        if len(starts) < per_hour:
+            return 0.0
+        return max(0.0, starts[-per_hour] + HOUR_S - now)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -353,7 +374,7 @@ class LoopService:
         return sum(t.status == "done" for t in tasks), len(tasks)
 
     async def _preflight(self, ctx: LoopContext, agent: str | None,
-                         require_clean: bool) -> ResolvedAgent:
+                         require_clean: bool, *, quiet: bool = False) -> ResolvedAgent:
         """Everything that can be wrong before an agent starts, each as one clear error."""
         if not await self.git.is_repo():
             raise LoopError(f"{self.paths.root} is not a git repository: run `git init` "
@@ -365,13 +386,13 @@ class LoopService:
         tasks = ctx.tracker().load()
         if not tasks:
             raise LoopError(f"{self.config.files.prd} has no tasks")
-        if not await self.git.is_clean(exclude=RUNTIME):
+        if not quiet and not await self.git.is_clean(exclude=RUNTIME):
             if require_clean:
                 raise LoopError("the working tree has uncommitted changes (--require-clean): "
                                 "commit or stash them first")
             log.warning("the working tree has uncommitted changes; Ralph's commits will "
                         "include them")
-        if self.config.git.branch:
+        if self.config.git.branch and not quiet:
             current = await self.git.current_branch()
             if current != self.config.git.branch:
                 await self.git.switch_branch(self.config.git.branch, create=True)

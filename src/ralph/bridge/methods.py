@@ -1,0 +1,145 @@
+"""The bridge's methods: thin translations from the protocol to the loop service."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+from pydantic import Field, RootModel
+
+from ralph import __version__
+from ralph.bridge.models import (
+    EVENT_MODELS,
+    BridgeStarted,
+    BridgeStopped,
+    ErrorEvent,
+    IterationFinished,
+    IterationStarted,
+    PauseResult,
+    PingResult,
+    RunParams,
+    RunPaused,
+    RunResult,
+    RunResumed,
+    RunStarted,
+    RunStopped,
+    StatusResult,
+    StepParams,
+    StepResult,
+    StopResult,
+)
+from ralph.errors import RalphError
+from ralph.loop import LoopBusy, LoopService, NothingToDo
+from ralph.rpc import APPLICATION_ERROR, RATE_LIMITED, Registry, RpcError
+from ralph.store.frame import format_ts
+
+BUSY = (APPLICATION_ERROR, "a run is already active (data.activeRunId names it)")
+LIMITED = (RATE_LIMITED, "Rate limited: loop.rate_limit_per_hour allows no agent start now "
+                         "(data.retryAfterSeconds)")
+FAILED = (APPLICATION_ERROR, "the loop could not do it (message says why; data.error names "
+                             "the kind)")
+
+
+EventUnion = Annotated[BridgeStarted | BridgeStopped | RunStarted | RunStopped | RunPaused
+                       | RunResumed | IterationStarted | IterationFinished | ErrorEvent,
+                       Field(discriminator="type")]
+
+
+class EventParams(RootModel[EventUnion]):
+    """One of the bridge's events; `type` says which."""
+
+
+def now() -> str:
+    return format_ts(time.time_ns() // 1_000_000)
+
+
+def app_error(exc: RalphError) -> RpcError:
+    """A loop error as a JSON-RPC application error: -32000, with what a client needs."""
+    if isinstance(exc, LoopBusy):
+        return RpcError(APPLICATION_ERROR, str(exc), {"activeRunId": exc.active_run_id})
+    data: dict[str, Any] = {"error": type(exc).__name__}
+    if isinstance(exc, NothingToDo):
+        data["complete"] = exc.complete
+    return RpcError(APPLICATION_ERROR, str(exc), data)
+
+
+def build_registry(service: LoopService) -> Registry:
+    """The bridge protocol on `service` (one per bridge process)."""
+    registry = Registry(title="Ralph bridge", version=__version__,
+                        description="The Golden Ralph Loop over JSON-RPC 2.0 on stdio "
+                                    "(vscode-bridge-protocol v1).")
+
+    def not_limited() -> None:
+        wait = service.start_slot_wait()
+        if wait > 0:
+            raise RpcError(RATE_LIMITED, f"rate limited: no agent start allowed for "
+                                         f"{wait:.0f} s (loop.rate_limit_per_hour)",
+                           {"retryAfterSeconds": round(wait, 1)})
+
+    @registry.method("ping", result=PingResult, summary="Health check.")
+    async def ping() -> PingResult:
+        return PingResult(version=__version__, cwd=str(service.paths.root), time=now())
+
+    @registry.method("status", result=StatusResult, errors=[FAILED],
+                     summary="PRD progress and run state.")
+    async def status() -> StatusResult:
+        try:
+            report = service.status()
+        except RalphError as exc:
+            raise app_error(exc) from None
+        return StatusResult.model_validate(report.model_dump(include=set(
+            StatusResult.model_fields)))
+
+    @registry.method("step", params=StepParams, result=StepResult,
+                     errors=[BUSY, LIMITED, FAILED],
+                     summary="Run exactly one iteration (a fresh agent invocation).")
+    async def step(params: StepParams) -> StepResult:
+        not_limited()
+        try:
+            result = await service.step(params.agent)
+        except RalphError as exc:
+            raise app_error(exc) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this request itself is being cancelled (the bridge is closing)
+            raise RpcError(APPLICATION_ERROR, "the step was stopped", {"stopped": True}) from None
+        return StepResult.model_validate(result.model_dump(include=set(
+            StepResult.model_fields)))
+
+    @registry.method("run", params=RunParams, result=RunResult, errors=[BUSY, LIMITED, FAILED],
+                     summary="Start a run in the background; its events follow.")
+    async def run(params: RunParams) -> RunResult:
+        not_limited()
+        try:
+            if service.active_run_id is not None:
+                raise LoopBusy(f"run {service.active_run_id} is active: stop it first",
+                               service.active_run_id)
+            await service.check(params.agent)
+            run_id = service.start_run(params.agent, params.maxIterations)
+        except RalphError as exc:
+            raise app_error(exc) from None
+        return RunResult(runId=run_id)
+
+    @registry.method("stop", result=StopResult,
+                     summary="Stop the background run now (its agent too).")
+    async def stop() -> StopResult:
+        return StopResult(stopped=service.stop())
+
+    @registry.method("pause", result=PauseResult,
+                     summary="Pause the background run before its next iteration.")
+    async def pause() -> PauseResult:
+        ok = service.pause()
+        return PauseResult(ok=ok, runId=service.active_run_id, paused=service.paused)
+
+    @registry.method("resume", result=PauseResult,
+                     summary="Resume a paused run.")
+    async def resume() -> PauseResult:
+        ok = service.resume()
+        return PauseResult(ok=ok, runId=service.active_run_id, paused=service.paused)
+
+    registry.notification_schema("event", EventParams,
+                                 summary="A loop event: " + ", ".join(
+                                     m.model_fields["type"].default for m in EVENT_MODELS))
+    return registry

@@ -1,0 +1,176 @@
+"""The bridge protocol's params, results and events, field for field as
+../shared/seeds/vscode-bridge-protocol.md writes them (snake_case where it does, camelCase
+where it does). Params forbid unknown fields: a misspelt parameter is an error, not ignored."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ralph.loop.models import LastIteration, NextTask
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class NoParams(_Params):
+    """`{}` (or no params)."""
+
+
+class StepParams(_Params):
+    agent: str | None = None
+    """Default: `loop.default_agent` in ralph.toml, else `codex`."""
+
+
+class RunParams(_Params):
+    agent: str | None = None
+    maxIterations: int | None = Field(default=None, ge=1)
+    """Default: `loop.max_iterations` in ralph.toml."""
+
+
+class PingResult(_Result):
+    ok: Literal[True] = True
+    version: str
+    cwd: str
+    time: str
+    """UTC, ISO-8601 with milliseconds."""
+
+
+class StatusResult(_Result):
+    version: str
+    cwd: str
+    prd: str
+    progress: str
+    agents: str
+    prompt: str
+    done: int
+    total: int
+    next: NextTask | None
+    running: bool
+    paused: bool
+    activeRunId: str | None
+    last: LastIteration | None
+
+
+class StepResult(_Result):
+    iteration: int
+    agent: str
+    task_id: str | None
+    exit_signal: bool | None
+    return_code: int | None
+    log_path: str | None
+    progress_made: bool
+    no_progress_streak: int
+    gates_ok: bool
+    repo_clean: bool
+    judge_ok: bool | None
+    review_ok: bool | None
+    blocked: bool
+    attempt_id: str | None
+    receipts_dir: str | None
+    context_dir: str | None
+    task_title: str | None
+
+
+class RunResult(_Result):
+    runId: str
+
+
+class StopResult(_Result):
+    ok: Literal[True] = True
+    stopped: bool
+
+
+class PauseResult(_Result):
+    ok: bool
+    runId: str | None
+    paused: bool
+
+
+# -- events (params of the `event` notification) ---------------------------------------------
+
+StopReasonName = Literal["complete", "no_progress", "max_iterations", "stopped", "error",
+                         "unknown"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    ts: str
+
+
+class BridgeStarted(_Event):
+    type: Literal["bridge_started"] = "bridge_started"
+
+
+class BridgeStopped(_Event):
+    type: Literal["bridge_stopped"] = "bridge_stopped"
+
+
+class RunStarted(_Event):
+    type: Literal["run_started"] = "run_started"
+    runId: str
+    agent: str
+    maxIterations: int
+    startIteration: int
+
+
+class RunStopped(_Event):
+    type: Literal["run_stopped"] = "run_stopped"
+    runId: str
+    reason: StopReasonName
+
+
+class RunPaused(_Event):
+    type: Literal["run_paused"] = "run_paused"
+    runId: str
+
+
+class RunResumed(_Event):
+    type: Literal["run_resumed"] = "run_resumed"
+    runId: str
+
+
+class IterationStarted(_Event):
+    type: Literal["iteration_started"] = "iteration_started"
+    runId: str
+    iteration: int
+    agent: str
+    task_id: str | None
+    title: str | None
+
+
+class IterationFinished(_Event):
+    type: Literal["iteration_finished"] = "iteration_finished"
+    runId: str
+    iteration: int
+    agent: str
+    task_id: str | None
+    exitSignal: bool | None
+    returnCode: int | None
+    repoClean: bool
+    gatesOk: bool | None
+    judgeOk: bool | None
+    reviewOk: bool | None
+    blocked: bool
+    attemptId: str | None
+    receiptsDir: str | None
+    contextDir: str | None
+    durationSeconds: float
+    logPath: str | None
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    runId: str | None
+    message: str
+
+
+EVENT_MODELS: tuple[type[_Event], ...] = (
+    BridgeStarted, BridgeStopped, RunStarted, RunStopped, RunPaused, RunResumed,
+    IterationStarted, IterationFinished, ErrorEvent)

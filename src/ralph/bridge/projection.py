@@ -1,0 +1,68 @@
+"""The bridge's events are a projection of the loop's store events: what the bridge shows
+is what the store holds, so it agrees with `ralph status`, and a run started elsewhere (a
+`ralph run` in a terminal) shows up too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ralph.bridge.models import (
+    ErrorEvent,
+    IterationFinished,
+    IterationStarted,
+    RunPaused,
+    RunResumed,
+    RunStarted,
+    RunStopped,
+    _Event,
+)
+from ralph.store import Frame
+
+TOPICS = ("run.started", "run.stopped", "run.paused", "run.resumed", "iteration.started",
+          "iteration.finished", "loop.error")
+_STOP_REASONS = {"complete", "no_progress", "max_iterations", "stopped", "error"}
+
+
+def project(frame: Frame) -> _Event | None:
+    """The bridge event for a store frame, or None (other topics; a `step`'s own run.*)."""
+    meta = frame.meta
+    run_id = str(meta.get("run_id", ""))
+    ts = frame.ts
+    topic = frame.topic
+    if topic in ("run.started", "run.stopped") and meta.get("mode") == "step":
+        return None  # a step is a run of one iteration: the bridge reports its iteration only
+    if topic == "run.started":
+        return RunStarted(ts=ts, runId=run_id, agent=str(meta["agent"]),
+                          maxIterations=int(meta["maxIterations"]),
+                          startIteration=int(meta["startIteration"]))
+    if topic == "run.stopped":
+        reason = meta.get("reason")
+        return RunStopped(ts=ts, runId=run_id,
+                          reason=reason if reason in _STOP_REASONS else "unknown")
+    if topic == "run.paused":
+        return RunPaused(ts=ts, runId=run_id)
+    if topic == "run.resumed":
+        return RunResumed(ts=ts, runId=run_id)
+    if topic == "iteration.started":
+        return IterationStarted(ts=ts, runId=run_id, iteration=int(meta["iteration"]),
+                                agent=str(meta["agent"]), task_id=meta.get("task_id"),
+                                title=meta.get("title"))
+    if topic == "iteration.finished":
+        return _finished(ts, run_id, meta)
+    if topic == "loop.error":
+        return ErrorEvent(ts=ts, runId=run_id or None, message=str(meta.get("message", "")))
+    return None
+
+
+def _finished(ts: str, run_id: str, meta: dict[str, Any]) -> IterationFinished:
+    # Gates that did not run (the agent failed, the iteration was stopped) are null, not false.
+    gates_ran = meta.get("receipts_dir") is not None
+    return IterationFinished(
+        ts=ts, runId=run_id, iteration=int(meta["iteration"]), agent=str(meta["agent"]),
+        task_id=meta.get("task_id"), exitSignal=meta.get("exit_signal"),
+        returnCode=meta.get("return_code"), repoClean=bool(meta.get("repo_clean")),
+        gatesOk=meta.get("gates_ok") if gates_ran else None, judgeOk=meta.get("judge_ok"),
+        reviewOk=meta.get("review_ok"), blocked=bool(meta.get("blocked")),
+        attemptId=meta.get("attempt_id"), receiptsDir=meta.get("receipts_dir"),
+        contextDir=meta.get("context_dir"),
+        durationSeconds=float(meta.get("duration_seconds", 0.0)), logPath=meta.get("log_path"))

@@ -1,0 +1,91 @@
+"""`ralph bridge`: the loop over JSON-RPC 2.0 on stdio, for editors (vscode-bridge-protocol).
+
+stdout carries protocol lines only (the rpc layer moves fd 1 aside); logs go to stderr.
+Events are notifications `{"jsonrpc":"2.0","method":"event","params":{"type":..,"ts":..}}`,
+projected from the store, so they agree with `ralph status`. Closing stdin stops a running
+run (its agent too), emits `bridge_stopped` and ends the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+from ralph.bridge.methods import build_registry, now
+from ralph.bridge.models import BridgeStarted, BridgeStopped
+from ralph.bridge.projection import TOPICS, project
+from ralph.config import load_config
+from ralph.loop import LoopService
+from ralph.rpc import Dispatcher, NdjsonServer, Writer, stdio_streams
+from ralph.store import Subscription
+
+log = logging.getLogger("ralph.bridge")
+_STOP_WAIT_S = 10.0
+_EVENTS_SETTLE_S = 2.0
+
+
+class Bridge:
+    """One bridge: a loop service, its JSON-RPC server and the event projection."""
+
+    def __init__(self, root: Path, reader: asyncio.StreamReader, writer: Writer) -> None:
+        # Without a ralph.toml every default applies (an invalid one is an error at start).
+        self.service = LoopService(root, config=load_config(root, required=False))
+        self.writer = writer
+        self.server = NdjsonServer(Dispatcher(build_registry(self.service), log=log), reader,
+                                   writer)
+        self._events: Subscription | None = None
+
+    async def run(self) -> None:
+        store = self.service.store
+        self._events = store.subscribe(after_seq=store.last_seq)
+        forwarder = asyncio.create_task(self._forward(self._events))
+        await self.server.notify("event", BridgeStarted(ts=now()).model_dump())
+        serving = asyncio.create_task(self.server.serve())
+        eof = asyncio.create_task(self.server.at_eof.wait())
+        try:
+            await asyncio.wait({serving, eof}, return_when=asyncio.FIRST_COMPLETED)
+            # Input closed: stop what runs (its agent's process group too), let the answers to
+            # requests in flight go out, then the last events.
+            if self.service.active_run_id is not None:
+                self.service.stop()
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(self.service.wait(), _STOP_WAIT_S)
+            await serving
+            await self._settle_events()
+        finally:
+            eof.cancel()
+            for task in (serving, forwarder):
+                task.cancel()
+            await asyncio.gather(serving, forwarder, return_exceptions=True)
+            await self.service.aclose()
+        await self.server.notify("event", BridgeStopped(ts=now()).model_dump())
+
+    async def _forward(self, frames: Subscription) -> None:
+        async for frame in frames:
+            if frame.topic in TOPICS:
+                event = project(frame)
+                if event is not None:
+                    await self.server.notify("event", event.model_dump())
+
+    async def _settle_events(self) -> None:
+        """Let the events of what just ended (run_stopped) reach the client before leaving."""
+        frames = self._events
+        if frames is None:
+            return
+        target = self.service.store.last_seq
+        deadline = asyncio.get_running_loop().time() + _EVENTS_SETTLE_S
+        while frames.cursor < target and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+
+
+async def serve_stdio(root: Path) -> None:
+    reader, writer = await stdio_streams()
+    bridge = Bridge(root, reader, writer)
+    try:
+        await bridge.run()
+    finally:
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        writer.close()

@@ -1,0 +1,257 @@
+"""`ralph bridge` against ../shared/seeds/vscode-bridge-protocol.md, field by field, with the
+fake agent: every method, result field and event; concurrency; pause, resume, stop, EOF."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.bridge.client import BridgeProcess
+from tests.loop.conftest import Project
+
+TICK = {"tick": True, "print": ["done"]}
+STEP_FIELDS = {"iteration", "agent", "task_id", "exit_signal", "return_code", "log_path",
+               "progress_made", "no_progress_streak", "gates_ok", "repo_clean", "judge_ok",
+               "review_ok", "blocked", "attempt_id", "receipts_dir", "context_dir", "task_title"}
+STATUS_FIELDS = {"version", "cwd", "prd", "progress", "agents", "prompt", "done", "total",
+                 "next", "running", "paused", "activeRunId", "last"}
+FINISHED_FIELDS = {"type", "ts", "runId", "iteration", "agent", "task_id", "exitSignal",
+                   "returnCode", "repoClean", "gatesOk", "judgeOk", "reviewOk", "blocked",
+                   "attemptId", "receiptsDir", "contextDir", "durationSeconds", "logPath"}
+TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry))
+    return members
+
+
+def agent_pgid(project: Project, iteration: int) -> int:
+    log = project.root / ".ralph" / "logs" / f"{iteration:06d}.log"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if log.exists() and (match := re.search(r"child-pid (\d+)", log.read_text())):
+            return int(match.group(1))
+        time.sleep(0.05)
+    raise AssertionError("the agent never started")
+
+
+def test_ping_and_status(project: Project) -> None:
+    with BridgeProcess(project.root) as bridge:
+        started = bridge.wait_event("bridge_started")
+        assert TS.match(started["ts"])
+        ping = bridge.call("ping")
+        assert set(ping) == {"ok", "version", "cwd", "time"}
+        assert ping["ok"] is True and ping["cwd"] == str(project.root) and TS.match(ping["time"])
+        status = bridge.call("status", {})
+        assert set(status) == STATUS_FIELDS
+        assert (status["done"], status["total"], status["running"], status["paused"]) == (
+            0, 3, False, False)
+        assert status["next"] == {"task_id": "1", "title": "First task", "kind": "build"}
+        assert status["activeRunId"] is None and status["last"] is None
+        assert (status["prd"], status["prompt"]) == ("PRD.md", "PROMPT_build.md")
+        assert bridge.close_stdin() == 0
+    assert bridge.events[-1]["type"] == "bridge_stopped"
+    assert all(json.loads(line) for line in bridge.raw)  # nothing but JSON on stdout
+
+
+def test_step_returns_every_documented_field(project: Project) -> None:
+    project.plan({"tasks": {"1": [{**TICK, "exit_signal": True}]}})
+    project.config(gates=["true"])
+    with BridgeProcess(project.root) as bridge:
+        result = bridge.call("step", {"agent": "fake"})
+        assert set(result) == STEP_FIELDS
+        assert result["task_id"] == "1" and result["task_title"] == "First task"
+        assert result["exit_signal"] is True and result["return_code"] == 0
+        assert result["gates_ok"] is True and result["repo_clean"] is True
+        assert result["judge_ok"] is None and result["review_ok"] is None
+        assert result["blocked"] is False and result["progress_made"] is True
+        assert result["attempt_id"] == "1-1" and result["log_path"] == ".ralph/logs/000001.log"
+        started = bridge.wait_event("iteration_started")
+        assert set(started) == {"type", "ts", "runId", "iteration", "agent", "task_id",
+                                "title"}
+        finished = bridge.wait_event("iteration_finished")
+        assert set(finished) == FINISHED_FIELDS
+        assert finished["gatesOk"] is True and finished["exitSignal"] is True
+        assert finished["runId"] == started["runId"]
+        status = bridge.call("status")
+        last = status["last"]
+        assert {"iteration_id", "task_id", "status", "exit_code", "started_at",
+                "finished_at"} <= set(last)
+        assert (last["task_id"], last["status"], last["exit_code"]) == ("1", "done", 0)
+        assert status["done"] == 1
+    types = [e["type"] for e in bridge.events]
+    assert "run_started" not in types  # a step reports its iteration, not a run
+
+
+def test_step_default_agent_is_loop_default_agent(project: Project) -> None:
+    project.plan({"tasks": {"1": [TICK]}})
+    with BridgeProcess(project.root) as bridge:
+        assert bridge.call("step")["agent"] == "fake"  # ralph.toml names `fake`
+    (project.root / "ralph.toml").write_text("")
+    with BridgeProcess(project.root, env={"PATH": "/usr/bin:/bin"}) as bridge:
+        error = bridge.error("step")
+        assert error["code"] == -32000 and "codex" in error["message"]  # the documented default
+
+
+def test_run_events_and_completion(project: Project) -> None:
+    project.plan({"tasks": {"1": [TICK], "2": [TICK], "3": [TICK]}})
+    with BridgeProcess(project.root) as bridge:
+        result = bridge.call("run", {"maxIterations": 5})
+        assert set(result) == {"runId"}
+        run_id = result["runId"]
+        started = bridge.wait_event("run_started")
+        assert started == {"type": "run_started", "ts": started["ts"], "runId": run_id,
+                           "agent": "fake", "maxIterations": 5, "startIteration": 1}
+        stopped = bridge.wait_event("run_stopped")
+        assert stopped["runId"] == run_id and stopped["reason"] == "complete"
+        finished = [e for e in bridge.events if e["type"] == "iteration_finished"]
+        assert [e["task_id"] for e in finished] == ["1", "2", "3"]
+        assert all(e["runId"] == run_id for e in finished)
+        status = bridge.call("status")
+        assert (status["done"], status["running"], status["activeRunId"]) == (3, False, None)
+
+
+def test_one_run_at_a_time(project: Project) -> None:
+    project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}]}})
+    with BridgeProcess(project.root) as bridge:
+        run_id = bridge.call("run")["runId"]
+        second = bridge.error("run")
+        assert second["code"] == -32000 and second["data"]["activeRunId"] == run_id
+        step = bridge.error("step")
+        assert step["code"] == -32000 and step["data"]["activeRunId"] == run_id
+        status = bridge.call("status")
+        assert status["running"] is True and status["activeRunId"] == run_id
+        assert bridge.call("stop") == {"ok": True, "stopped": True}
+        assert bridge.wait_event("run_stopped")["reason"] == "stopped"
+        assert bridge.call("stop") == {"ok": True, "stopped": False}
+
+
+def test_stop_ends_the_agent_at_once(project: Project) -> None:
+    project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}]}})
+    with BridgeProcess(project.root) as bridge:
+        bridge.call("run")
+        bridge.wait_event("iteration_started")
+        pgid = agent_pgid(project, 1)
+        assert group_members(pgid)
+        bridge.call("stop")
+        stopped = bridge.wait_event("run_stopped", timeout=30)
+        assert stopped["reason"] == "stopped"
+        assert group_members(pgid) == []
+
+
+def test_ping_is_answered_while_an_iteration_runs(project: Project) -> None:
+    project.plan({"tasks": {"1": [{**TICK, "sleep": 3}]}})
+    with BridgeProcess(project.root) as bridge:
+        step_id = bridge.send("step")
+        bridge.wait_event("iteration_started")
+        ping_id = bridge.send("ping")
+        assert bridge.response(ping_id, timeout=2)["result"]["ok"] is True
+        assert step_id not in bridge.responses  # the step is still running
+        assert bridge.response(step_id)["result"]["task_id"] == "1"
+
+
+def test_pause_and_resume(project: Project) -> None:
+    project.plan({"tasks": {"1": [{**TICK, "sleep": 1}], "2": [TICK], "3": [TICK]}})
+    with BridgeProcess(project.root) as bridge:
+        assert bridge.call("pause") == {"ok": False, "runId": None, "paused": False}
+        run_id = bridge.call("run")["runId"]
+        bridge.wait_event("iteration_started")
+        assert bridge.call("pause") == {"ok": True, "runId": run_id, "paused": True}
+        assert bridge.wait_event("run_paused")["runId"] == run_id
+        assert len([e for e in bridge.events if e["type"] == "iteration_started"]) == 1
+        assert bridge.call("status")["paused"] is True
+        assert bridge.call("resume") == {"ok": True, "runId": run_id, "paused": False}
+        assert bridge.wait_event("run_resumed")["runId"] == run_id
+        assert bridge.wait_event("run_stopped")["reason"] == "complete"
+
+
+def test_eof_stops_the_run_and_the_bridge(project: Project) -> None:
+    project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}]}})
+    with BridgeProcess(project.root) as bridge:
+        bridge.call("run")
+        bridge.wait_event("iteration_started")
+        pgid = agent_pgid(project, 1)
+        started = time.monotonic()
+        assert bridge.close_stdin() == 0
+        assert time.monotonic() - started < 15
+    types = [e["type"] for e in bridge.events]
+    assert types[-1] == "bridge_stopped"
+    assert types.index("run_stopped") < types.index("bridge_stopped")
+    assert [e["reason"] for e in bridge.events if e["type"] == "run_stopped"] == ["stopped"]
+    assert group_members(pgid) == []
+    assert group_members(bridge.proc.pid) == []
+
+
+def test_errors_are_json_rpc_errors(project: Project) -> None:
+    with BridgeProcess(project.root) as bridge:
+        assert bridge.error("nope")["code"] == -32601
+        bad = bridge.error("run", {"maxIterations": "many"})
+        assert bad["code"] == -32602 and bad["data"]
+        assert bridge.error("step", {"agnet": "fake"})["code"] == -32602  # unknown parameter
+        assert bridge.error("ping", {"x": 1})["code"] == -32602
+        unknown_agent = bridge.error("step", {"agent": "nobody"})
+        assert unknown_agent["code"] == -32000 and "unknown agent 'nobody'" in (
+            unknown_agent["message"])
+        bridge.send_raw(b"{not json\n")
+        assert bridge.response(None)["error"]["code"] == -32700
+
+
+def test_an_error_event_for_a_failing_run(project: Project) -> None:
+    (project.root / "PROMPT_build.md").unlink()
+    project.commit("no prompt")
+    project.plan({"tasks": {"1": [TICK]}})
+    with BridgeProcess(project.root) as bridge:
+        bridge.call("run")
+        error = bridge.wait_event("error")
+        assert "PROMPT_build.md" in error["message"] and error["runId"]
+        assert bridge.wait_event("run_stopped")["reason"] == "error"
+
+
+def test_rate_limited_when_the_hourly_cap_is_used_up(project: Project) -> None:
+    (project.root / "ralph.toml").write_text(
+        (project.root / "ralph.toml").read_text().replace(
+            "max_iterations = 10", "max_iterations = 10\nrate_limit_per_hour = 1"))
+    state = project.root / ".ralph" / "state.json"
+    state.write_text(json.dumps({"version": 1, "agent_starts": [time.time()]}))
+    with BridgeProcess(project.root) as bridge:
+        error = bridge.error("step")
+        assert error["code"] == -32001 and 3500 < error["data"]["retryAfterSeconds"] <= 3600
+
+
+def test_events_from_a_run_in_another_process(project: Project) -> None:
+    """Projections of the store: a `ralph run` in a terminal shows up in the bridge too."""
+    project.plan({"tasks": {"1": [TICK], "2": [TICK], "3": [TICK]}})
+    with BridgeProcess(project.root) as bridge:
+        bridge.wait_event("bridge_started")
+        done = subprocess.run([sys.executable, "-m", "ralph", "run", "--quiet"],
+                              cwd=project.root, timeout=120, capture_output=True,
+                              stdin=subprocess.DEVNULL, check=False)
+        assert done.returncode == 0, done.stderr
+        assert bridge.wait_event("run_stopped")["reason"] == "complete"
+
+
+@pytest.mark.parametrize("line", [b"\xff\xfe\n", b"[1, 2]\n", b'{"jsonrpc": "2.0"}\n'])
+def test_odd_lines_get_errors_and_the_bridge_lives_on(project: Project, line: bytes) -> None:
+    with BridgeProcess(project.root) as bridge:
+        bridge.send_raw(line)
+        assert bridge.call("ping")["ok"] is True
+    for raw in bridge.raw:
+        message: Any = json.loads(raw)
+        assert isinstance(message, dict | list)
