@@ -25,7 +25,7 @@ $(AGENT_CLIS): tests/agents/package.json tests/agents/package-lock.json
 test: $(STAMP) $(AGENT_CLIS) lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

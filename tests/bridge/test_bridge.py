@@ -16,6 +16,7 @@ import pytest
 
 from tests.bridge.client import BridgeProcess
 from tests.loop.conftest import Project
+from tests.rpc.test_openrpc import _validator
 
 TICK = {"tick": True, "print": ["done"]}
 STEP_FIELDS = {"iteration", "agent", "task_id", "exit_signal", "return_code", "log_path",
@@ -255,3 +256,30 @@ def test_odd_lines_get_errors_and_the_bridge_lives_on(project: Project, line: by
     for raw in bridge.raw:
         message: Any = json.loads(raw)
         assert isinstance(message, dict | list)
+
+
+def test_the_example_client(project: Project) -> None:
+    project.plan({"tasks": {"1": [TICK], "2": [TICK], "3": [TICK]}})
+    example = Path(__file__).resolve().parents[2] / "examples" / "bridge_client.py"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, str(example), str(project.root), "--run"], env=env,
+                          capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "ping: {'ok': True" in done.stdout and "status: 0/3 done" in done.stdout
+    assert "'type': 'run_stopped'" in done.stdout and "'reason': 'complete'" in done.stdout
+    assert done.stdout.rstrip().endswith("'type': 'bridge_stopped'}")
+
+
+def test_the_bridge_openrpc_document(project: Project) -> None:
+    done = subprocess.run([sys.executable, "-m", "ralph", "bridge", "--openrpc"],
+                          cwd=project.root, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    _validator().validate(document)
+    names = {m["name"] for m in document["methods"]}
+    assert {"ping", "status", "step", "run", "stop", "pause", "resume",
+            "rpc.discover"} <= names
+    with BridgeProcess(project.root) as bridge:
+        assert bridge.call("rpc.discover") == document

@@ -44,7 +44,7 @@ from ralph.loop.models import (
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.ratelimit import HOUR_S
 from ralph.loop.state import ActiveRun, LoopState, load_state, save_state
-from ralph.loop.status import project_status, ready_task
+from ralph.loop.status import StatusSource, project_status, ready_task
 from ralph.proc import group_alive, kill_group
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
@@ -76,6 +76,7 @@ class LoopService:
         self._paused = False
         self._resumed: asyncio.Event | None = None
         self._state: LoopState | None = None
+        self._status_source = StatusSource(self.paths, self.config)
 
     @property
     def active_run_id(self) -> str | None:
@@ -197,7 +198,8 @@ class LoopService:
     def status(self) -> StatusReport:
         """Progress and run state (see ralph.loop.status)."""
         return project_status(self.paths, self.config, state=self._state,
-                              active_run_id=self._active_run_id, paused=self._paused)
+                              active_run_id=self._active_run_id, paused=self._paused,
+                              source=self._status_source)
 
     # -- the run -----------------------------------------------------------------------------
 

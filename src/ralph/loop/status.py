@@ -3,6 +3,8 @@ cost does not grow with the number of past iterations (history lives in the stor
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ralph import __version__
 from ralph.config import Config
 from ralph.loop.lock import ProjectLock
@@ -23,12 +25,48 @@ def state_block(state: LoopState, task: Task) -> str | None:
     return entry.blocked if entry else None
 
 
+class StatusSource:
+    """The tracker's tasks and state.json, parsed again only when their files change: editors
+    poll `status`, and most polls find nothing new."""
+
+    def __init__(self, paths: ProjectPaths, config: Config) -> None:
+        self.prd = paths.root / config.files.prd
+        self.state_path = paths.state
+        self._tasks: tuple[tuple[int, int, int], list[Task]] | None = None
+        self._state: tuple[tuple[int, int, int] | None, LoopState] | None = None
+
+    def tasks(self) -> list[Task]:
+        key = _stamp(self.prd)
+        if self._tasks is None or key is None or self._tasks[0] != key:
+            tasks = open_tracker(self.prd).load()
+            self._tasks = (key, tasks) if key is not None else None
+            return tasks
+        return self._tasks[1]
+
+    def state(self) -> LoopState:
+        key = _stamp(self.state_path)
+        if self._state is None or self._state[0] != key:
+            self._state = (key, load_state(self.state_path))
+        return self._state[1]
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | None = None,
-                   active_run_id: str | None = None, paused: bool = False) -> StatusReport:
+                   active_run_id: str | None = None, paused: bool = False,
+                   source: StatusSource | None = None) -> StatusReport:
     """`active_run_id`/`paused`: what this process knows of its own run, if it has one;
-    otherwise a run recorded in state.json counts if its process still holds the lock."""
-    state = state if state is not None else load_state(paths.state)
-    tasks = open_tracker(paths.root / config.files.prd).load()
+    otherwise a run recorded in state.json counts if its process still holds the lock.
+    `source` caches the parsed files between calls."""
+    source = source or StatusSource(paths, config)
+    state = state if state is not None else source.state()
+    tasks = source.tasks()
     files = config.files
     running = active_run_id is not None or (
         state.active_run is not None and ProjectLock(paths.lock).is_held_elsewhere())

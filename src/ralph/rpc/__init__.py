@@ -1,0 +1,52 @@
+"""JSON-RPC 2.0: a typed method registry, a transport-free dispatcher, NDJSON framing, OpenRPC.
+
+    from ralph.rpc import Dispatcher, NdjsonServer, Registry, stdio_streams
+
+    registry = Registry(title="Ralph bridge", version="1.0.0")
+
+    @registry.method("ping", result=PingResult)
+    async def ping() -> PingResult: ...
+
+    reader, writer = await stdio_streams()
+    await NdjsonServer(Dispatcher(registry), reader, writer).serve()
+
+The guarantees (error codes, batches, concurrency, framing, limits) are in
+docs/protocols/jsonrpc.md.
+"""
+
+from ralph.rpc.codes import (
+    APPLICATION_ERROR,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RATE_LIMITED,
+)
+from ralph.rpc.connection import Connection
+from ralph.rpc.dispatcher import Dispatcher
+from ralph.rpc.errors import RpcError
+from ralph.rpc.method import Handler
+from ralph.rpc.ndjson import NdjsonServer
+from ralph.rpc.registry import Registry
+from ralph.rpc.streams import SupportsWrite, Writer, fd_streams, stdio_streams
+
+__all__ = [
+    "APPLICATION_ERROR",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "RATE_LIMITED",
+    "Connection",
+    "Dispatcher",
+    "Handler",
+    "NdjsonServer",
+    "Registry",
+    "RpcError",
+    "SupportsWrite",
+    "Writer",
+    "fd_streams",
+    "stdio_streams",
+]

@@ -1,0 +1,162 @@
+"""Dispatcher: one incoming JSON-RPC message in, the bytes to answer with (or None) out.
+
+This is all of JSON-RPC 2.0 that does not depend on a transport: parsing, validation of the
+request object, batches, notifications, params binding, calling the handler and turning every
+failure into the right error object. Transports (NDJSON over stdio, WebSocket) only frame
+messages and call `handle`, so they all behave the same.
+
+`handle` never raises (except CancelledError, which it lets through so that a shutdown can
+cancel a handler): a message that breaks a handler becomes -32603 on the wire and a traceback
+in the log, never a dead connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+from ralph.errors import RalphError
+from ralph.rpc.codes import (
+    APPLICATION_ERROR,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+)
+from ralph.rpc.envelope import NULL_ID, encode_id, error_response, success_response
+from ralph.rpc.errors import RpcError
+from ralph.rpc.jsoncodec import DecodeError, loads
+from ralph.rpc.method import ABSENT, Method, ParamsError
+from ralph.rpc.registry import Registry
+
+__all__ = ["Dispatcher", "invalid_request"]
+
+_ID_TYPES: Final = frozenset({str, int, float, type(None)})
+"""Allowed id types, compared with `type()` so that booleans (an int subclass) are refused."""
+_PARAMS_TYPES: Final = frozenset({dict, list})
+_BATCH_WORKERS: Final = 32
+"""Most requests of one batch handled at the same time; bounds the tasks a batch creates."""
+
+
+def invalid_request(id_json: bytes, reason: str) -> bytes:
+    """A -32600 response whose `data.reason` says what is wrong with the request."""
+    return error_response(id_json, INVALID_REQUEST, data={"reason": reason})
+
+
+class Dispatcher:
+    """Answers messages with the methods of a Registry (methods added later are seen too)."""
+
+    def __init__(self, registry: Registry, *, log: logging.Logger | None = None) -> None:
+        self._methods = registry.methods
+        self._log = log or logging.getLogger("ralph.rpc")
+
+    async def handle(self, raw: bytes | str) -> bytes | None:
+        """One message (request, notification or batch) -> the response's bytes, or None.
+
+        The response is compact UTF-8 JSON without raw newlines: an object, or one array for a
+        batch. None when nothing is to be answered (a notification, a batch of only
+        notifications).
+        """
+        try:
+            message = loads(raw)
+        except DecodeError as exc:
+            self._log.debug("rpc: parse error: %s", exc)
+            return error_response(NULL_ID, PARSE_ERROR, data={"reason": str(exc)})
+        if type(message) is dict:
+            return await self._one(message)
+        if type(message) is list:
+            return await self._batch(message)
+        return invalid_request(NULL_ID, "a message must be a request object or a batch (array)")
+
+    async def _batch(self, items: list[Any]) -> bytes | None:
+        if not items:
+            return invalid_request(NULL_ID, "a batch must not be empty")
+        results: list[bytes | None] = [None] * len(items)
+        requests: list[tuple[int, dict[str, Any]]] = []
+        for index, item in enumerate(items):
+            if type(item) is dict:
+                requests.append((index, item))
+            else:
+                results[index] = invalid_request(NULL_ID, "a batch element must be an object")
+        if len(requests) == 1:
+            index, item = requests[0]
+            results[index] = await self._one(item)
+        elif requests:
+            queue = iter(requests)
+
+            async def worker() -> None:
+                for position, request in queue:
+                    results[position] = await self._one(request)
+
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(len(requests), _BATCH_WORKERS)):
+                    group.create_task(worker())
+        answers = [result for result in results if result is not None]
+        if not answers:
+            return None
+        return b"[" + b",".join(answers) + b"]"
+
+    async def _one(self, message: dict[str, Any]) -> bytes | None:
+        """A single request object (top level or batch element)."""
+        request_id = message.get("id")
+        if type(request_id) not in _ID_TYPES:
+            return invalid_request(NULL_ID, "id must be a string, a number or null")
+        id_json = encode_id(request_id)
+        if message.get("jsonrpc") != "2.0":
+            return invalid_request(id_json, 'the request must have "jsonrpc": "2.0"')
+        name = message.get("method")
+        if type(name) is not str:
+            return invalid_request(id_json, "method must be a string")
+        params = message.get("params", ABSENT)
+        if params is not ABSENT and type(params) not in _PARAMS_TYPES:
+            return invalid_request(id_json, "params must be an object or an array")
+        wants_answer = "id" in message
+        method = self._methods.get(name)
+        if method is None:
+            if not wants_answer:
+                return None
+            return error_response(id_json, METHOD_NOT_FOUND, data={"method": name})
+        try:
+            args = method.bind(params)
+        except ParamsError as exc:
+            if not wants_answer:
+                self._log.debug("rpc: notification %s: invalid params: %s", name, exc.errors)
+                return None
+            return error_response(id_json, INVALID_PARAMS, data=exc.errors)
+        return await self._call(method, args, id_json if wants_answer else None)
+
+    async def _call(
+        self, method: Method, args: tuple[Any, ...], id_json: bytes | None
+    ) -> bytes | None:
+        """Run the handler; id_json None means a notification, which is never answered."""
+        try:
+            result = await method.handler(*args)
+            if id_json is None:
+                return None
+            return success_response(id_json, method.serialize(result))
+        except RpcError as exc:
+            if id_json is None:
+                self._log.debug("rpc: notification %s: error %s", method.name, exc)
+                return None
+            return self._error(method, id_json, exc.code, exc.message, exc.data)
+        except RalphError as exc:
+            self._log.info("rpc: %s: %s", method.name, exc)
+            if id_json is None:
+                return None
+            return self._error(method, id_json, APPLICATION_ERROR, str(exc) or type(exc).__name__)
+        except Exception:
+            self._log.exception("rpc: %s failed", method.name)
+            if id_json is None:
+                return None
+            return error_response(id_json, INTERNAL_ERROR)
+
+    def _error(
+        self, method: Method, id_json: bytes, code: int, message: str, data: Any = None
+    ) -> bytes:
+        try:
+            return error_response(id_json, code, message, data)
+        except ValueError:
+            self._log.exception("rpc: %s: the error's data has no JSON form", method.name)
+            return error_response(id_json, INTERNAL_ERROR)
