@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/store_bench.py
 	$(BIN)/python benchmarks/loop_bench.py
 	$(BIN)/python benchmarks/adapter_bench.py
+	$(BIN)/python benchmarks/rpc_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/agents/node_modules
