@@ -91,7 +91,7 @@ async def test_stopping_the_run_ends_the_server(opencode_project: Project,
     events: list[Frame] = []
     service = opencode_project.service(events)
     try:
-        service.start_run()
+        await service.start_run()
         for _ in range(600):
             if any(f.topic == "agent.started" for f in events):
                 break

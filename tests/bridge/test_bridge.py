@@ -98,7 +98,8 @@ def test_step_returns_every_documented_field(project: Project) -> None:
         assert (last["task_id"], last["status"], last["exit_code"]) == ("1", "done", 0)
         assert status["done"] == 1
     types = [e["type"] for e in bridge.events]
-    assert "run_started" not in types  # a step reports its iteration, not a run
+    # a step reports its iteration, not a run
+    assert "run_started" not in types and "run_stopped" not in types
 
 
 def test_step_default_agent_is_loop_default_agent(project: Project) -> None:
@@ -142,6 +143,24 @@ def test_one_run_at_a_time(project: Project) -> None:
         assert bridge.call("stop") == {"ok": True, "stopped": True}
         assert bridge.wait_event("run_stopped")["reason"] == "stopped"
         assert bridge.call("stop") == {"ok": True, "stopped": False}
+
+
+def test_requests_sent_together_are_served_in_order(project: Project) -> None:
+    """`run` then `step` in one write: the run, asked for first, gets the loop (its checks
+    do not let the step slip in); a stop asked for before the run's first iteration holds."""
+    project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}]}})
+    with BridgeProcess(project.root) as bridge:
+        bridge.send_raw(b'{"jsonrpc":"2.0","id":"r","method":"run"}\n'
+                        b'{"jsonrpc":"2.0","id":"s","method":"step"}\n'
+                        b'{"jsonrpc":"2.0","id":"x","method":"stop"}\n')
+        run_id = bridge.response("r")["result"]["runId"]
+        step = bridge.response("s")["error"]
+        assert step["code"] == -32000 and step["data"]["activeRunId"] == run_id
+        assert bridge.response("x")["result"] == {"ok": True, "stopped": True}
+        stopped = bridge.wait_event("run_stopped")
+        assert stopped["runId"] == run_id and stopped["reason"] == "stopped"
+    assert "iteration_started" not in [e["type"] for e in bridge.events]
+    assert not (project.root / ".ralph/logs/000001.log").exists()
 
 
 def test_stop_ends_the_agent_at_once(project: Project) -> None:

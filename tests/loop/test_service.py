@@ -238,12 +238,12 @@ async def test_stop_from_another_task_ends_the_agent(project: Project) -> None:
     events: list[Frame] = []
     service = project.service(events)
     try:
-        run_id = service.start_run()
+        run_id = await service.start_run()
         with pytest.raises(LoopBusy) as busy:
             await service.step()
         assert busy.value.active_run_id == run_id
         with pytest.raises(LoopBusy):
-            service.start_run()
+            await service.start_run()
         await _wait_for(lambda: (project.root / ".ralph/logs/000001.log").exists()
                         and "child-pid" in (project.root / ".ralph/logs/000001.log").read_text())
         assert service.status().running and service.status().activeRunId == run_id
@@ -264,7 +264,7 @@ async def test_pause_takes_effect_between_iterations(project: Project) -> None:
     events: list[Frame] = []
     service = project.service(events)
     try:
-        service.start_run()
+        await service.start_run()
         await _wait_for(lambda: any(f.topic == "iteration.started" for f in events))
         assert service.pause()
         await _wait_for(lambda: any(f.topic == "run.paused" for f in events))
@@ -407,7 +407,7 @@ async def test_two_services_on_one_project_exclude_each_other(project: Project) 
     first = project.service()
     second = LoopService(project.root, store=Store(project.root / ".ralph" / "store"))
     try:
-        first.start_run()
+        await first.start_run()
         await _wait_for((project.root / ".ralph/logs/000001.log").exists)
         with pytest.raises(LoopBusy, match="already active"):
             await second.step()

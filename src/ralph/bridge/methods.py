@@ -113,11 +113,7 @@ def build_registry(service: LoopService) -> Registry:
     async def run(params: RunParams) -> RunResult:
         not_limited()
         try:
-            if service.active_run_id is not None:
-                raise LoopBusy(f"run {service.active_run_id} is active: stop it first",
-                               service.active_run_id)
-            await service.check(params.agent)
-            run_id = service.start_run(params.agent, params.maxIterations)
+            run_id = await service.start_run(params.agent, params.maxIterations)
         except RalphError as exc:
             raise app_error(exc) from None
         return RunResult(runId=run_id)

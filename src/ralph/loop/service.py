@@ -124,12 +124,25 @@ class LoopService:
         """Loop until every task is verified done, or another stop reason (foreground)."""
         return await self._run(new_run_id(), agent, max_iterations, require_clean)
 
-    def start_run(self, agent: str | None = None, max_iterations: int | None = None, *,
-                  require_clean: bool = False) -> str:
-        """Start a run in the background (a task on the running event loop); its id."""
-        self._check_idle()
+    async def start_run(self, agent: str | None = None, max_iterations: int | None = None, *,
+                        require_clean: bool = False) -> str:
+        """Start a run in the background (a task on the running event loop); its id.
+
+        What the run would check first is checked here (see `check`), so that a run that
+        cannot start is refused by this call rather than reported later by its events. The
+        run's slot is reserved before that check: a `step` or a second run asked for
+        meanwhile is refused, and a stop or pause asked for meanwhile is kept."""
         run_id = new_run_id()
-        self._active_run_id = run_id  # reserved now, so that a second start fails at once
+        self._reserve(run_id)
+        try:
+            if max_iterations is not None and max_iterations < 1:
+                raise LoopError("max iterations must be at least 1")
+            await self.check(agent)
+            if self._lock.is_held_elsewhere():
+                raise self._busy_elsewhere()
+        except BaseException:
+            self._active_run_id = None
+            raise
         self._run_task = asyncio.get_running_loop().create_task(
             self._run(run_id, agent, max_iterations, require_clean, reserved=True),
             name=f"ralph-run-{run_id}")
@@ -302,15 +315,9 @@ class LoopService:
             self._check_idle()
         server: AgentServer | None = None
         if not self._lock.try_acquire():
-            state = load_state(self.paths.state)
-            other = state.active_run.run_id if state.active_run else None
-            holder = other or "another process holds .ralph/loop.lock"
-            raise LoopBusy(f"a run is already active for this project ({holder})", other)
-        self._active_run_id = run_id
-        self._stop_requested = False
-        self._paused = False
-        self._resumed = asyncio.Event()
-        self._resumed.set()
+            raise self._busy_elsewhere()
+        if not reserved:
+            self._reserve(run_id)
         try:
             state = load_state(self.paths.state)
             self._state = state
@@ -363,10 +370,11 @@ class LoopService:
     def _finish_run(self, ctx: LoopContext, emit: EventSink, reason: StopReason, message: str,
                     iterations: int | None) -> None:
         done, total = self._progress(ctx)
+        mode = ctx.state.active_run.mode if ctx.state.active_run is not None else "run"
         ctx.state.active_run = None
         ctx.save()
         emit("run.stopped", {"reason": reason, "message": message, "iterations": iterations,
-                             "done": done, "total": total})
+                             "done": done, "total": total, "mode": mode})
 
     def _progress(self, ctx: LoopContext) -> tuple[int, int]:
         try:
@@ -445,6 +453,21 @@ class LoopService:
         if self._active_run_id is not None:
             raise LoopBusy(f"run {self._active_run_id} is active: stop it first",
                            self._active_run_id)
+
+    def _busy_elsewhere(self) -> LoopBusy:
+        state = load_state(self.paths.state)
+        other = state.active_run.run_id if state.active_run else None
+        holder = other or "another process holds .ralph/loop.lock"
+        return LoopBusy(f"a run is already active for this project ({holder})", other)
+
+    def _reserve(self, run_id: str) -> None:
+        """Make `run_id` the active run, with no stop or pause asked for yet."""
+        self._check_idle()
+        self._active_run_id = run_id
+        self._stop_requested = False
+        self._paused = False
+        self._resumed = asyncio.Event()
+        self._resumed.set()
 
     def _set_paused(self, paused: bool) -> None:
         state = self._state
