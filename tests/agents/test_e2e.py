@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.agents.clienv import CLIS, NODE_BIN
+from tests.proc.helpers import group_members
 
 DRIVER = Path(__file__).with_name("e2e_driver.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,17 +62,6 @@ def topics(result: dict[str, Any], topic: str) -> list[dict[str, Any]]:
     return [e["meta"] for e in result["events"] if e["topic"] == topic]
 
 
-def group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry))
-    return members
 
 
 @pytest.mark.parametrize("cli", CLIS)

@@ -14,8 +14,8 @@ import pytest
 from ralph.agents.base import AgentError
 from ralph.agents.server import AgentServer
 from ralph.store import Frame
-from tests.agents.test_e2e import group_members
 from tests.loop.conftest import Project, git
+from tests.proc.helpers import group_members
 
 # `opencode serve --port P ...` serves HTTP until killed (its child too: a group to end);
 # `opencode run ...` ticks the task in PRD.md (or sleeps, if told to) and prints JSON.

@@ -16,6 +16,7 @@ import pytest
 
 from tests.bridge.client import BridgeProcess
 from tests.loop.conftest import Project
+from tests.proc.helpers import group_members
 from tests.rpc.test_openrpc import _validator
 
 TICK = {"tick": True, "print": ["done"]}
@@ -30,17 +31,6 @@ FINISHED_FIELDS = {"type", "ts", "runId", "iteration", "agent", "task_id", "exit
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-def group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry))
-    return members
 
 
 def agent_pgid(project: Project, iteration: int) -> int:

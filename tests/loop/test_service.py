@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,22 +20,9 @@ from ralph.loop import LoopBusy, LoopService, StepResult, ratelimit
 from ralph.loop.models import StepResult as StepResultModel
 from ralph.store import Frame, Store
 from tests.loop.conftest import Project, git
+from tests.proc.helpers import group_members
 
 TICK = {"tick": True, "print": ["done"]}
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, from /proc."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry))
-    return members
 
 
 def _agent_pgid(project: Project, iteration: int) -> int:
@@ -194,7 +180,7 @@ async def test_agent_timeout_ends_its_whole_process_tree(project: Project) -> No
     assert result.reason is not None and "timed out" in result.reason
     assert result.return_code is None
     pgid = _agent_pgid(project, 1)
-    assert _group_members(pgid) == []
+    assert group_members(pgid) == []
 
 
 async def test_rate_limited_agent_waits_and_retries_without_counting(project: Project) -> None:
@@ -255,7 +241,7 @@ async def test_stop_from_another_task_ends_the_agent(project: Project) -> None:
     finished = [f.meta for f in events if f.topic == "iteration.finished"]
     assert finished[-1]["status"] == "stopped"
     assert events[-1].topic == "run.stopped" and events[-1].meta["reason"] == "stopped"
-    assert _group_members(_agent_pgid(project, 1)) == []
+    assert group_members(_agent_pgid(project, 1)) == []
     assert not service.stop()  # nothing left to stop
 
 
@@ -310,14 +296,14 @@ async def test_killed_orchestrator_is_recovered_on_the_next_start(project: Proje
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-    assert _group_members(agent_pgid), "the agent should have outlived the orchestrator"
+    assert group_members(agent_pgid), "the agent should have outlived the orchestrator"
     events: list[Frame] = []
     service = project.service(events)
     try:
         outcome = await service.run()
     finally:
         await service.aclose()
-    assert _group_members(agent_pgid) == []  # ended by the recovery
+    assert group_members(agent_pgid) == []  # ended by the recovery
     finished = [f.meta for f in events if f.topic == "iteration.finished"]
     assert finished[0]["status"] == "interrupted" and finished[0]["task_id"] == "1"
     stopped = [f.meta for f in events if f.topic == "run.stopped"]
