@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ralph.loop.models import LastIteration, NextTask
+from ralph.loop.models import StatusFields, StepFields
 
 
 class _Params(BaseModel):
@@ -42,40 +42,12 @@ class PingResult(_Result):
     """UTC, ISO-8601 with milliseconds."""
 
 
-class StatusResult(_Result):
-    version: str
-    cwd: str
-    prd: str
-    progress: str
-    agents: str
-    prompt: str
-    done: int
-    total: int
-    next: NextTask | None
-    running: bool
-    paused: bool
-    activeRunId: str | None
-    last: LastIteration | None
+class StatusResult(_Result, StatusFields):
+    """Exactly the documented fields (`ralph.loop.models.StatusFields`)."""
 
 
-class StepResult(_Result):
-    iteration: int
-    agent: str
-    task_id: str | None
-    exit_signal: bool | None
-    return_code: int | None
-    log_path: str | None
-    progress_made: bool
-    no_progress_streak: int
-    gates_ok: bool
-    repo_clean: bool
-    judge_ok: bool | None
-    review_ok: bool | None
-    blocked: bool
-    attempt_id: str | None
-    receipts_dir: str | None
-    context_dir: str | None
-    task_title: str | None
+class StepResult(_Result, StepFields):
+    """Exactly the documented fields (`ralph.loop.models.StepFields`)."""
 
 
 class RunResult(_Result):

@@ -18,12 +18,11 @@ IterationStatus = Literal[
 StopReason = Literal["complete", "no_progress", "max_iterations", "stopped", "error"]
 
 
-class StepResult(BaseModel):
-    """One iteration: exactly the `step` result of the bridge protocol, plus our extras."""
+class StepFields(BaseModel):
+    """The `step` result of the bridge protocol, field for field."""
 
     model_config = ConfigDict(frozen=True)
 
-    # -- the bridge protocol's fields
     iteration: int
     agent: str
     task_id: str | None
@@ -41,7 +40,11 @@ class StepResult(BaseModel):
     receipts_dir: str | None
     context_dir: str | None
     task_title: str | None
-    # -- ours
+
+
+class StepResult(StepFields):
+    """One iteration: the bridge protocol's `step` result plus our records."""
+
     iteration_id: str
     run_id: str
     status: IterationStatus
@@ -91,8 +94,8 @@ class BlockedTask(BaseModel):
     reason: str | None
 
 
-class StatusReport(BaseModel):
-    """`ralph status` and the bridge's `status`: bounded work, whatever the history."""
+class StatusFields(BaseModel):
+    """The `status` result of the bridge protocol, field for field."""
 
     version: str
     cwd: str
@@ -107,6 +110,11 @@ class StatusReport(BaseModel):
     paused: bool
     activeRunId: str | None
     last: LastIteration | None
+
+
+class StatusReport(StatusFields):
+    """`ralph status` and the bridge's `status`: bounded work, whatever the history."""
+
     blocked: list[BlockedTask]
     iterations: int
     no_progress_streak: int
