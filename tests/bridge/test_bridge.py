@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -29,8 +30,6 @@ FINISHED_FIELDS = {"type", "ts", "runId", "iteration", "agent", "task_id", "exit
                    "returnCode", "repoClean", "gatesOk", "judgeOk", "reviewOk", "blocked",
                    "attemptId", "receiptsDir", "contextDir", "durationSeconds", "logPath"}
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
 
 
 def agent_pgid(project: Project, iteration: int) -> int:
@@ -209,6 +208,137 @@ def test_eof_stops_the_run_and_the_bridge(project: Project) -> None:
     assert group_members(bridge.proc.pid) == []
 
 
+def test_stop_during_the_final_gate_check(project: Project) -> None:
+    """Every task marked done: the run checks the gates once more before `complete`; a stop
+    then ends that check (and the gate's process group) at once."""
+    project.prd(project.read_prd().replace("- [ ]", "- [x]"))
+    project.config(gates=["echo gate-pid $$; sleep 60"])
+    project.commit("all done")
+    with BridgeProcess(project.root) as bridge:
+        run_id = bridge.call("run")["runId"]
+        receipts = project.root / ".ralph" / "receipts" / "_final" / run_id
+        deadline = time.monotonic() + 30
+        while not any(p.suffix == ".log" for p in receipts.rglob("*")) and (
+                time.monotonic() < deadline):
+            time.sleep(0.05)
+        started = time.monotonic()
+        assert bridge.call("stop") == {"ok": True, "stopped": True}
+        stopped = bridge.wait_event("run_stopped", timeout=10)
+        assert time.monotonic() - started < 10
+        assert stopped["runId"] == run_id and stopped["reason"] == "stopped"
+        assert bridge.call("status")["running"] is False
+        assert "run_started" in [e["type"] for e in bridge.events]
+    assert group_members(bridge.proc.pid) == []
+
+
+def test_a_step_sent_just_before_eof_is_stopped(project: Project) -> None:
+    project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}]}})
+    with BridgeProcess(project.root) as bridge:
+        request = bridge.send("step")
+        started = time.monotonic()
+        assert bridge.close_stdin() == 0
+        assert time.monotonic() - started < 15
+        error = bridge.response(request, timeout=1)["error"]
+        assert error["code"] == -32000, error
+    assert bridge.events[-1]["type"] == "bridge_stopped"
+    assert group_members(bridge.proc.pid) == []
+    assert json.loads((project.root / ".ralph" / "state.json").read_text())[
+        "active_run"] is None
+
+
+def test_a_run_sent_just_before_eof_is_refused_or_reported(project: Project) -> None:
+    """Either the run is refused (the bridge was closing before it started) or the client
+    that got its runId also gets its run_stopped, before bridge_stopped."""
+    project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}]}})
+    with BridgeProcess(project.root) as bridge:
+        request = bridge.send("run")
+        started = time.monotonic()
+        assert bridge.close_stdin() == 0
+        assert time.monotonic() - started < 15
+        reply = bridge.response(request, timeout=1)
+    types = [e["type"] for e in bridge.events]
+    assert types[-1] == "bridge_stopped"
+    if "error" in reply:
+        assert reply["error"]["code"] == -32000 and "closing" in reply["error"]["message"]
+        assert "run_started" not in types
+    else:
+        run_id = reply["result"]["runId"]
+        assert [e["runId"] for e in bridge.events if e["type"] == "run_stopped"] == [run_id]
+    assert group_members(bridge.proc.pid) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_bridge_like_eof(project: Project, sig: int) -> None:
+    """Editors end their bridge with SIGTERM: the run and its agent stop, bridge_stopped goes
+    out, and state.json is left without an active run."""
+    project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}]}})
+    with BridgeProcess(project.root) as bridge:
+        bridge.call("run")
+        bridge.wait_event("iteration_started")
+        pgid = agent_pgid(project, 1)
+        bridge.proc.send_signal(sig)
+        assert bridge.proc.wait(timeout=15) == 0
+        while bridge._pump(5):
+            pass
+    types = [e["type"] for e in bridge.events]
+    assert types[-1] == "bridge_stopped"
+    assert [e["reason"] for e in bridge.events if e["type"] == "run_stopped"] == ["stopped"]
+    assert group_members(pgid) == []
+    assert json.loads((project.root / ".ralph" / "state.json").read_text())[
+        "active_run"] is None
+
+
+def test_pause_applies_to_a_background_run_only(project: Project) -> None:
+    project.plan({"tasks": {"1": [{**TICK, "sleep": 2}]}})
+    with BridgeProcess(project.root) as bridge:
+        step = bridge.send("step")
+        started = bridge.wait_event("iteration_started")
+        assert bridge.call("pause") == {"ok": False, "runId": started["runId"],
+                                        "paused": False}
+        assert bridge.response(step)["result"]["task_id"] == "1"
+    assert "run_paused" not in [e["type"] for e in bridge.events]
+
+
+def test_params_by_position(project: Project) -> None:
+    project.plan({"tasks": {"1": [TICK], "2": [TICK], "3": [TICK]}})
+    with BridgeProcess(project.root) as bridge:
+        assert bridge.call("step", ["fake"])["agent"] == "fake"
+        assert bridge.call("step", [])["task_id"] == "2"
+        run_id = bridge.call("run", ["fake", 1])["runId"]
+        started = bridge.wait_event("run_started", runId=run_id)
+        assert (started["agent"], started["maxIterations"]) == ("fake", 1)
+        bridge.wait_event("run_stopped", runId=run_id)
+        too_many = bridge.error("run", ["fake", 1, 2])
+        assert too_many["code"] == -32602
+
+
+@pytest.mark.parametrize("params", [{"maxIterations": True}, {"maxIterations": "3"},
+                                    {"maxIterations": 2.0}, {"maxIterations": 0},
+                                    {"agent": ""}, {"agent": 3}])
+def test_run_params_are_checked_strictly(project: Project, params: dict[str, Any]) -> None:
+    with BridgeProcess(project.root) as bridge:
+        error = bridge.error("run", params)
+        assert error["code"] == -32602 and error["data"], error
+        assert bridge.call("status")["running"] is False
+    assert "run_started" not in [e["type"] for e in bridge.events]
+
+
+def test_application_errors_carry_data(project: Project) -> None:
+    """A state.json that cannot be read fails status, step and run alike: -32000 with data."""
+    state = project.root / ".ralph" / "state.json"
+    state.unlink(missing_ok=True)
+    state.mkdir()
+    (project.root / "ralph.toml").write_text(
+        (project.root / "ralph.toml").read_text().replace(
+            "max_iterations = 10", "max_iterations = 10\nrate_limit_per_hour = 5"))
+    with BridgeProcess(project.root) as bridge:
+        for method in ("status", "step", "run"):
+            error = bridge.error(method)
+            assert error["code"] == -32000 and error["data"] == {"error": "StateError"}, (
+                method, error)
+            assert "state.json" in error["message"]
+
+
 def test_errors_are_json_rpc_errors(project: Project) -> None:
     with BridgeProcess(project.root) as bridge:
         assert bridge.error("nope")["code"] == -32601
@@ -290,5 +420,10 @@ def test_the_bridge_openrpc_document(project: Project) -> None:
     names = {m["name"] for m in document["methods"]}
     assert {"ping", "status", "step", "run", "stop", "pause", "resume",
             "rpc.discover"} <= names
+    methods = {m["name"]: m for m in document["methods"]}
+    assert methods["step"]["paramStructure"] == methods["run"]["paramStructure"] == "either"
+    [event] = document["x-notifications"]
+    assert event["paramsSchema"] == {"$ref": "#/components/schemas/EventParams"}
+    assert "params" not in event  # a union of event kinds has no fixed fields
     with BridgeProcess(project.root) as bridge:
         assert bridge.call("rpc.discover") == document

@@ -171,6 +171,7 @@ def test_the_document_describes_the_registry() -> None:
     notifications = document["x-notifications"]
     assert [note["name"] for note in notifications] == ["event"]
     assert {param["name"] for param in notifications[0]["params"]} == {"type", "ts", "task"}
+    assert notifications[0]["paramsSchema"]["$ref"].startswith("#/components/schemas/")
 
 
 async def test_rpc_discover_returns_the_document() -> None:

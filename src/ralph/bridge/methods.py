@@ -91,13 +91,15 @@ def build_registry(service: LoopService) -> Registry:
         return StatusResult.model_validate(report.model_dump(include=set(
             StatusResult.model_fields)))
 
-    @registry.method("step", params=StepParams, result=StepResult,
+    @registry.method("step", params=StepParams, result=StepResult, positional=("agent",),
                      errors=[BUSY, LIMITED, FAILED],
                      summary="Run exactly one iteration (a fresh agent invocation).")
     async def step(params: StepParams) -> StepResult:
-        not_limited()
         try:
+            not_limited()
             result = await service.step(params.agent)
+        except RpcError:
+            raise
         except RalphError as exc:
             raise app_error(exc) from None
         except asyncio.CancelledError:
@@ -108,12 +110,15 @@ def build_registry(service: LoopService) -> Registry:
         return StepResult.model_validate(result.model_dump(include=set(
             StepResult.model_fields)))
 
-    @registry.method("run", params=RunParams, result=RunResult, errors=[BUSY, LIMITED, FAILED],
+    @registry.method("run", params=RunParams, result=RunResult,
+                     positional=("agent", "maxIterations"), errors=[BUSY, LIMITED, FAILED],
                      summary="Start a run in the background; its events follow.")
     async def run(params: RunParams) -> RunResult:
-        not_limited()
         try:
+            not_limited()
             run_id = await service.start_run(params.agent, params.maxIterations)
+        except RpcError:
+            raise
         except RalphError as exc:
             raise app_error(exc) from None
         return RunResult(runId=run_id)

@@ -4,9 +4,9 @@ where it does). Params forbid unknown fields: a misspelt parameter is an error, 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ralph.loop.models import StatusFields, StepFields
 
@@ -23,14 +23,17 @@ class NoParams(_Params):
     """`{}` (or no params)."""
 
 
+AgentName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
 class StepParams(_Params):
-    agent: str | None = None
+    agent: AgentName | None = None
     """Default: `loop.default_agent` in ralph.toml, else `codex`."""
 
 
 class RunParams(_Params):
-    agent: str | None = None
-    maxIterations: int | None = Field(default=None, ge=1)
+    agent: AgentName | None = None
+    maxIterations: StrictInt | None = Field(default=None, ge=1)
     """Default: `loop.max_iterations` in ralph.toml."""
 
 

@@ -2,8 +2,9 @@
 
 stdout carries protocol lines only (the rpc layer moves fd 1 aside); logs go to stderr.
 Events are notifications `{"jsonrpc":"2.0","method":"event","params":{"type":..,"ts":..}}`,
-projected from the store, so they agree with `ralph status`. Closing stdin stops a running
-run (its agent too), emits `bridge_stopped` and ends the process.
+projected from the store, so they agree with `ralph status`. Closing stdin, or SIGTERM,
+SIGINT or SIGHUP, stops a running run (its agent too), emits `bridge_stopped` and ends the
+process.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from pathlib import Path
 
 from ralph.bridge.methods import build_registry, now
@@ -24,6 +26,8 @@ from ralph.store import Subscription
 log = logging.getLogger("ralph.bridge")
 _STOP_WAIT_S = 10.0
 _EVENTS_SETTLE_S = 2.0
+# An editor ends its bridge with SIGTERM (VS Code's kill()); a terminal with SIGINT or SIGHUP.
+_SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Bridge:
@@ -36,6 +40,7 @@ class Bridge:
         self.server = NdjsonServer(Dispatcher(build_registry(self.service), log=log), reader,
                                    writer)
         self._events: Subscription | None = None
+        self._shutting_down = False
 
     async def run(self) -> None:
         store = self.service.store
@@ -46,13 +51,14 @@ class Bridge:
         eof = asyncio.create_task(self.server.at_eof.wait())
         try:
             await asyncio.wait({serving, eof}, return_when=asyncio.FIRST_COMPLETED)
-            # Input closed: stop what runs (its agent's process group too), let the answers to
-            # requests in flight go out, then the last events.
-            if self.service.active_run_id is not None:
-                self.service.stop()
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.wait_for(self.service.wait(), _STOP_WAIT_S)
+            # Input closed (or a signal asked to shut down). Refuse what was received but has
+            # not started, stop what runs (its agent's process group too), answer the
+            # requests in flight, wait for the run to end, then let its last events out.
+            self.service.refuse_new_work("the bridge is closing")
+            self.service.stop()
             await serving
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.service.stop_and_wait(), _STOP_WAIT_S)
             await self._settle_events()
         finally:
             eof.cancel()
@@ -61,6 +67,16 @@ class Bridge:
             await asyncio.gather(serving, forwarder, return_exceptions=True)
             await self.service.aclose()
         await self.server.notify("event", BridgeStopped(ts=now()).model_dump())
+
+    def shutdown(self) -> None:
+        """SIGTERM, SIGINT, SIGHUP: end as at EOF; a second signal cancels what is in flight."""
+        if self._shutting_down:
+            log.warning("bridge: second signal: cancelling the requests in flight")
+            self.server.close()
+            return
+        self._shutting_down = True
+        log.info("bridge: signal received: shutting down")
+        self.server.stop_reading()
 
     async def _forward(self, frames: Subscription) -> None:
         async for frame in frames:
@@ -83,9 +99,14 @@ class Bridge:
 async def serve_stdio(root: Path) -> None:
     reader, writer = await stdio_streams()
     bridge = Bridge(root, reader, writer)
+    loop = asyncio.get_running_loop()
+    for sig in _SHUTDOWN_SIGNALS:
+        loop.add_signal_handler(sig, bridge.shutdown)
     try:
         await bridge.run()
     finally:
+        for sig in _SHUTDOWN_SIGNALS:
+            loop.remove_signal_handler(sig)
         with contextlib.suppress(Exception):
             await writer.drain()
         writer.close()

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ralph.loop.errors import LoopBusy, LoopError, NothingToDo
+    from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
     from ralph.loop.models import (
         LastIteration,
         RunOutcome,
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ralph.loop.status import project_status
 
 _WHERE = {
-    "LoopBusy": "errors", "LoopError": "errors", "NothingToDo": "errors",
+    "LoopBusy": "errors", "LoopClosed": "errors", "LoopError": "errors",
+    "NothingToDo": "errors",
     "LastIteration": "models", "RunOutcome": "models", "StatusReport": "models",
     "StepResult": "models", "StopReason": "models",
     "LoopService": "service", "new_run_id": "service", "project_status": "status",
@@ -31,6 +32,7 @@ _WHERE = {
 __all__ = [
     "LastIteration",
     "LoopBusy",
+    "LoopClosed",
     "LoopError",
     "LoopService",
     "NothingToDo",

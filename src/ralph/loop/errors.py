@@ -23,3 +23,7 @@ class NothingToDo(LoopError):
     def __init__(self, message: str, *, complete: bool) -> None:
         super().__init__(message)
         self.complete = complete
+
+
+class LoopClosed(LoopError):
+    """The service is shutting down (its face is closing): no new step or run starts."""

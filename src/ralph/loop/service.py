@@ -13,8 +13,9 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ralph.agents import adapter_for
 from ralph.agents.base import AgentCommand
@@ -24,7 +25,7 @@ from ralph.agents.server import AgentServer
 from ralph.config import Config, ResolvedAgent, load_config
 from ralph.errors import RalphError
 from ralph.git import Git
-from ralph.loop.errors import LoopBusy, LoopError, NothingToDo
+from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
 from ralph.loop.events import EventSink, Observer
 from ralph.loop.gates import run_gates
 from ralph.loop.iteration import (
@@ -49,6 +50,7 @@ from ralph.proc import group_alive, kill_group
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
 
+T = TypeVar("T")
 log = logging.getLogger("ralph.loop")
 _ids = IdGenerator()
 
@@ -71,8 +73,10 @@ class LoopService:
         self._lock = ProjectLock(self.paths.lock)
         self._active_run_id: str | None = None
         self._run_task: asyncio.Task[RunOutcome] | None = None
-        self._iteration_task: asyncio.Task[StepResult] | None = None
+        self._stoppable: asyncio.Task[Any] | None = None  # the iteration or final check now
         self._stop_requested = False
+        self._background = False  # the active run is a background run (pause applies)
+        self._closed_because: str | None = None
         self._paused = False
         self._resumed: asyncio.Event | None = None
         self._state: LoopState | None = None
@@ -100,11 +104,22 @@ class LoopService:
 
     async def aclose(self) -> None:
         """Stop the background run if there is one, wait for it, then close."""
+        await self.stop_and_wait()
+        self.close()
+
+    def refuse_new_work(self, why: str) -> None:
+        """From now on every step or run is refused with LoopClosed (`why` says why): a face
+        that is shutting down calls it before stopping what runs, so that a request already
+        received but not yet started cannot start afterwards."""
+        self._closed_because = why
+
+    async def stop_and_wait(self) -> None:
+        """Stop the active run, and wait for a background run to end (its run.stopped is
+        then in the store)."""
+        self.stop()
         if self._run_task is not None and not self._run_task.done():
-            self.stop()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await self._run_task
-        self.close()
 
     # -- entry points ------------------------------------------------------------------------
 
@@ -133,11 +148,13 @@ class LoopService:
         run's slot is reserved before that check: a `step` or a second run asked for
         meanwhile is refused, and a stop or pause asked for meanwhile is kept."""
         run_id = new_run_id()
-        self._reserve(run_id)
+        self._reserve(run_id, background=True)
         try:
             if max_iterations is not None and max_iterations < 1:
                 raise LoopError("max iterations must be at least 1")
             await self.check(agent)
+            if self._closed_because is not None:
+                raise LoopClosed(f"{self._closed_because}: no new step or run starts")
             if self._lock.is_held_elsewhere():
                 raise self._busy_elsewhere()
         except BaseException:
@@ -160,13 +177,14 @@ class LoopService:
         self._stop_requested = True
         if self._resumed is not None:
             self._resumed.set()
-        if self._iteration_task is not None and not self._iteration_task.done():
-            self._iteration_task.cancel()
+        if self._stoppable is not None and not self._stoppable.done():
+            self._stoppable.cancel()
         return True
 
     def pause(self) -> bool:
-        """Pause the active run before its next iteration."""
-        if self._active_run_id is None or self._stop_requested:
+        """Pause the active background run before its next iteration (a step has no next
+        iteration: False)."""
+        if self._active_run_id is None or self._stop_requested or not self._background:
             return False
         self._paused = True
         if self._resumed is not None:
@@ -246,7 +264,13 @@ class LoopService:
                 continue
             tasks = ctx.tracker().load()
             if all(t.status == "done" for t in tasks):
-                ok, why = await self._final_check(ctx, emit, run_id, last_verified)
+                try:
+                    ok, why = await self._until_stopped(
+                        self._final_check(ctx, emit, run_id, last_verified))
+                except asyncio.CancelledError:
+                    if self._stopped_on_request():
+                        return "stopped", "stopped on request", count
+                    raise
                 if ok:
                     return "complete", f"all {len(tasks)} tasks are verified done", count
                 return "error", why, count
@@ -257,8 +281,7 @@ class LoopService:
             try:
                 result = await self._iterate(ctx, run_id, agent, emit)
             except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if self._stop_requested and not (current and current.cancelling()):
+                if self._stopped_on_request():
                     return "stopped", "stopped on request", count + 1
                 raise
             except NothingToDo:
@@ -274,13 +297,28 @@ class LoopService:
 
     async def _iterate(self, ctx: LoopContext, run_id: str, agent: ResolvedAgent,
                        emit: EventSink) -> StepResult:
-        """One iteration in its own task, so that stop() can cancel just it."""
+        """One iteration, which stop() can cancel (a step stopped during its set-up raises
+        CancelledError here, as one stopped during its iteration does)."""
         iteration = Iteration(ctx, run_id=run_id, agent=agent, emit=emit)
-        self._iteration_task = asyncio.get_running_loop().create_task(iteration.run())
+        return await self._until_stopped(iteration.run())
+
+    async def _until_stopped(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` in its own task, so that stop() can cancel just it (and its children:
+        the agent's or a gate's process group ends with it). Stopped already: not started."""
+        if self._stop_requested:
+            work.close()
+            raise asyncio.CancelledError
+        task: asyncio.Task[T] = asyncio.get_running_loop().create_task(work)
+        self._stoppable = task
         try:
-            return await self._iteration_task
+            return await task
         finally:
-            self._iteration_task = None
+            self._stoppable = None
+
+    def _stopped_on_request(self) -> bool:
+        """A CancelledError came from stop(), not from cancelling the run itself."""
+        current = asyncio.current_task()
+        return self._stop_requested and not (current is not None and current.cancelling())
 
     async def _final_check(self, ctx: LoopContext, emit: EventSink, run_id: str,
                            last_verified: bool) -> tuple[bool, str]:
@@ -317,7 +355,7 @@ class LoopService:
         if not self._lock.try_acquire():
             raise self._busy_elsewhere()
         if not reserved:
-            self._reserve(run_id)
+            self._reserve(run_id, background=False)
         try:
             state = load_state(self.paths.state)
             self._state = state
@@ -450,6 +488,8 @@ class LoopService:
     # -- helpers -------------------------------------------------------------------------------
 
     def _check_idle(self) -> None:
+        if self._closed_because is not None:
+            raise LoopClosed(f"{self._closed_because}: no new step or run starts")
         if self._active_run_id is not None:
             raise LoopBusy(f"run {self._active_run_id} is active: stop it first",
                            self._active_run_id)
@@ -460,10 +500,11 @@ class LoopService:
         holder = other or "another process holds .ralph/loop.lock"
         return LoopBusy(f"a run is already active for this project ({holder})", other)
 
-    def _reserve(self, run_id: str) -> None:
+    def _reserve(self, run_id: str, *, background: bool) -> None:
         """Make `run_id` the active run, with no stop or pause asked for yet."""
         self._check_idle()
         self._active_run_id = run_id
+        self._background = background
         self._stop_requested = False
         self._paused = False
         self._resumed = asyncio.Event()

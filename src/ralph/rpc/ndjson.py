@@ -96,6 +96,14 @@ class NdjsonServer:
         """Send a notification line (never in the middle of another line)."""
         await self._connection.notify(method, params)
 
+    def stop_reading(self) -> None:
+        """Treat the input as ended (a shutdown asked for by a signal, say): serve() returns
+        once the requests in flight have been answered, as at EOF."""
+        if self._read_task is not None:
+            self._read_task.cancel()
+        else:
+            self.at_eof.set()
+
     def close(self) -> None:
         """Stop reading and cancel the handlers in flight; serve() returns once they are done."""
         if self._closed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, RootModel, TypeAdapter
 from pydantic.json_schema import JsonSchemaValue
 
 from ralph.rpc.method import Method, wire_names
@@ -123,7 +123,11 @@ def _notification(
     entry: dict[str, Any] = {"name": name}
     if summary:
         entry["summary"] = summary
-    entry["params"] = _descriptors(model, schema, definitions, order=(), rest=None)
+    # The whole params object's schema always; per-field descriptors where the params are one
+    # object model (a RootModel, such as a union discriminated by `type`, has no fixed fields).
+    entry["paramsSchema"] = schema
+    if not issubclass(model, RootModel):
+        entry["params"] = _descriptors(model, schema, definitions, order=(), rest=None)
     return entry
 
 
