@@ -22,7 +22,7 @@ log = logging.getLogger("ralph.notes")
 NoteType = Literal["completed", "in_progress", "blocked", "remaining", "learning", "decision"]
 NOTE_TYPES: tuple[str, ...] = get_args(NoteType)
 DEFAULT_SESSION = "default"
-_SESSION = re.compile(r"[A-Za-z0-9_-]+")
+_SESSION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # also a stream part: sessions/<name>
 
 
 class NoteError(StoreError, ValueError):
@@ -45,7 +45,8 @@ class Note:
 
 def check_session(name: str) -> str:
     if not _SESSION.fullmatch(name) or len(name) > 200:
-        raise NoteError(f"invalid session name {name!r}: use letters, digits, '_' and '-'")
+        raise NoteError(f"invalid session name {name!r}: use letters, digits, '_' and '-', "
+                        "starting with a letter, digit or '_' (at most 200)")
     return name
 
 

@@ -47,13 +47,14 @@ def test_topic_must_be_a_string() -> None:
 
 
 @pytest.mark.parametrize("stream", ["default", "runs/run_01H", "sessions/auth-feature",
-                                    "a.b/c_d", "0"])
+                                    "a.b/c_d", "0", "x" * 249, "a.json/b", "b.jsonl"])
 def test_valid_streams(stream: str) -> None:
     assert check_stream(stream) == stream
 
 
 @pytest.mark.parametrize("stream", ["", "/abs", "a/", "a//b", "../up", "a/../b", ".hidden",
-                                    "a/.x", "a b", "x" * 256, "a\\b"])
+                                    "a/.x", "a b", "x" * 256, "a\\b", "x" * 250,
+                                    "a/" + "x" * 250, "a.jsonl/b", "r/a.jsonl/b"])
 def test_invalid_streams(stream: str) -> None:
     with pytest.raises(InvalidStreamError):
         check_stream(stream)
@@ -108,6 +109,8 @@ def test_line_round_trip() -> None:
     (b'{"id":"x","seq":1}', "id"),
     (b'{"id":"' + b"0" * 25 + b'","seq":0}', "seq"),
     (b'{"id":"' + b"0" * 25 + b'","seq":true}', "seq"),
+    (b'{"id":"' + b"0" * 25 + b'","seq":9223372036854775808}', "seq"),
+    (b'{"id":"' + b"0" * 25 + b'","seq":18446744073709551615}', "seq"),
     (b'{"id":"' + b"0" * 25 + b'","seq":1,"ts":"yesterday"}', "ts"),
     (b'{"id":"' + b"0" * 25 + b'","seq":1,"ts":"2026-11-22T01:43:24.123Z","topic":"1x"}',
      "topic"),

@@ -17,7 +17,8 @@ def test_policy_and_rule_parsing() -> None:
     assert Policy.parse("last:3") == Policy("last", 3)
     assert Policy.parse("time:60000") == Policy("time", 60000)
     assert str(Policy.parse("last:0")) == "last:0"
-    for bad in ("forever", "last:", "last:x", "time:-1", "size:3", ""):
+    for bad in ("forever", "last:", "last:x", "time:-1", "size:3", "", "last:\u00b2",
+                "last:\u0663", "last:9223372036854775808", "time:99999999999999999999"):
         with pytest.raises(InvalidPolicyError):
             Policy.parse(bad)
     assert Rule.parse("agent.output=last:10") == Rule("agent.output", Policy("last", 10))

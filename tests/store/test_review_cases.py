@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import InvalidQueryError, Rule, Store, StoreError
+from ralph.store import InvalidContentError, InvalidQueryError, Rule, Store, StoreError
 from ralph.store import retention as retention_module
 from ralph.store import subscribe as subscribe_module
 from ralph.store.index import Index
@@ -148,3 +148,42 @@ async def test_a_subscription_ends_with_the_error_when_the_store_keeps_failing(
         async with asyncio.timeout(20):
             with pytest.raises(StoreError, match="locked"):
                 await anext(sub)
+
+
+def test_a_huge_seq_in_a_stream_file_is_a_parse_error(store_dir: Path) -> None:
+    """A line claiming a seq beyond SQLite's INTEGER is recorded and skipped, not a crash."""
+    with Store(store_dir) as store:
+        first = store.append("a.b", stream="x")
+    line = {"id": "03hag3jahbmwxelg8kfxunk5z", "seq": 2**64 - 1, "ts": first.ts,
+            "topic": "a.b", "stream": "x", "meta": {}, "hash": None}
+    with (store_dir / "streams" / "x.jsonl").open("ab") as handle:
+        handle.write(json.dumps(line).encode() + b"\n")
+    with Store(store_dir) as store:
+        assert [f.seq for f in store.read()] == [1]
+        assert [e.error for e in store.errors()] == [
+            "seq is not an integer from 1 to 9223372036854775807"]
+        assert store.append("a.b", stream="x").seq == 2
+        store.rebuild()
+        assert [f.seq for f in store.read()] == [1, 2]
+
+
+def test_a_partial_line_the_head_does_not_know_is_closed_before_an_append(
+        store_dir: Path) -> None:
+    """A stream file copied while it was written ends mid-line, and the head names another
+    stream: the next append to it must start on a fresh line, and be readable."""
+    with Store(store_dir) as store:
+        store.append("a.b", stream="x")
+        store.append("a.b", stream="y")
+    with (store_dir / "streams" / "x.jsonl").open("ab") as handle:
+        handle.write(b'{"id":"03hag')
+    with Store(store_dir) as store:
+        frame = store.append("a.b", {"n": 3}, stream="x")
+        assert store.get(frame.id).meta == {"n": 3}
+        assert [f.seq for f in store.read()] == [1, 2, 3]
+        assert [e.excerpt for e in store.errors()] == ['{"id":"03hag']
+
+
+def test_text_content_without_a_utf8_form_is_refused(store: Store) -> None:
+    with pytest.raises(InvalidContentError, match="surrogates"):
+        store.append("a.b", content="bad \ud800")
+    assert list(store.read()) == []

@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ralph.cli.options import StoreOption, open_store
-from ralph.cli.output import write_json, write_json_line
+from ralph.cli.options import MAX_INT, StoreOption, open_store
+from ralph.cli.output import terminal_safe, write_json, write_json_line
 from ralph.notes import DEFAULT_SESSION, NOTE_TYPES, Note, add_note, group_by_type, list_notes
 
 app = typer.Typer(help="Record and list session notes.", no_args_is_help=True)
@@ -25,7 +25,7 @@ def add(
     note_type: Annotated[NoteTypeChoice, typer.Option(
         "--type", help="What kind of note.", case_sensitive=True)],
     name: Annotated[str, typer.Option("--name", help="Session name.")] = DEFAULT_SESSION,
-    iteration: Annotated[int | None, typer.Option("--iteration", min=1,
+    iteration: Annotated[int | None, typer.Option("--iteration", min=1, max=MAX_INT,
                                                   help="Iteration it belongs to.")] = None,
     store: StoreOption = None,
 ) -> None:
@@ -56,7 +56,7 @@ def list_(
 
 def print_notes(notes: list[Note], console: Console | None = None) -> None:
     """Notes grouped by type, the way the ralph.nu spec aggregates them for display."""
-    out = console or Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = console or Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
     if not notes:
         out.print("no notes")
         return
@@ -66,5 +66,5 @@ def print_notes(notes: list[Note], console: Console | None = None) -> None:
         for note in group:
             where = f"iteration {note.iteration}" if note.iteration is not None else "-"
             who = f"{note.session} " if len(sessions) > 1 else ""
-            text = escape(note.text.strip().replace("\n", " "))
+            text = escape(terminal_safe(note.text.strip()))
             out.print(f"  {note.ts[:19].replace('T', ' ')}  {who}{where:<12} {text}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Any
 
@@ -20,6 +21,17 @@ def write_json(value: Any) -> None:
     """One indented JSON document on stdout (summaries meant to be read by people too)."""
     sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.buffer.flush()
+
+
+# C0 controls, DEL and C1 controls: an escape sequence in recorded text (a note, an agent's
+# output) must not drive the terminal it is shown on.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` on one line with control characters shown as `\\xNN` instead of acting."""
+    return _CONTROLS.sub(lambda m: " " if m.group() in "\n\r\t" else f"\\x{ord(m.group()):02x}",
+                         text)
 
 
 def error_line(message: str) -> None:

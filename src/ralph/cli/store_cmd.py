@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ralph.cli.options import StoreOption, open_store
+from ralph.cli.options import MAX_INT, StoreOption, open_store
 from ralph.cli.output import write_json, write_json_line
 from ralph.cli.progress import byte_progress
 from ralph.store.frame import DEFAULT_STREAM, parse_meta_json
@@ -46,10 +46,10 @@ def append(
 def cat(
     topic: Annotated[str | None, typer.Option("--topic", help="Exact topic or prefix.*")] = None,
     stream: Annotated[str | None, typer.Option("--stream", help="Only this stream.")] = None,
-    after: Annotated[int | None, typer.Option("--after", min=0, help="Only seq > SEQ.",
-                                              metavar="SEQ")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N frames.",
-                                              metavar="N")] = None,
+    after: Annotated[int | None, typer.Option("--after", min=0, max=MAX_INT,
+                                              help="Only seq > SEQ.", metavar="SEQ")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, max=MAX_INT,
+                                              help="At most N frames.", metavar="N")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f",
                                          help="Keep printing new frames as they come.")] = False,
     store: StoreOption = None,
@@ -79,7 +79,7 @@ async def _follow(store: Store, topic: str | None, stream: str | None, after: in
 @app.command()
 def last(
     topic: Annotated[str, typer.Argument(help="Exact topic or prefix.*")],
-    n: Annotated[int, typer.Argument(min=1, help="How many frames.")] = 1,
+    n: Annotated[int, typer.Argument(min=1, max=MAX_INT, help="How many frames.")] = 1,
     store: StoreOption = None,
 ) -> None:
     """Print the last N frames of a topic, oldest first."""

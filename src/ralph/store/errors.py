@@ -25,6 +25,10 @@ class InvalidHashError(StoreError, ValueError):
     """A content hash that is not an SRI `sha256-<base64>` string."""
 
 
+class InvalidContentError(StoreError, ValueError):
+    """Content given as text that has no UTF-8 form (lone surrogates)."""
+
+
 class InvalidPolicyError(StoreError, ValueError):
     """A retention policy that is not `last:N` or `time:MS`."""
 

@@ -24,6 +24,9 @@ from ralph.store.errors import (
 )
 
 MAX_NAME_BYTES = 255
+STREAM_SUFFIX = ".jsonl"
+MAX_PART_BYTES = MAX_NAME_BYTES - len(STREAM_SUFFIX)
+MAX_SEQ = 2**63 - 1  # SQLite's INTEGER range; a line claiming more is a parse error
 DEFAULT_STREAM = "default"
 
 _TOPIC = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
@@ -87,6 +90,15 @@ def check_stream(stream: object) -> str:
             f"invalid stream {stream!r}: use '/'-separated parts of letters, digits, '_', '.' "
             "and '-', each starting with a letter, digit or '_'"
         )
+    # Each part is a file or directory name below streams/ (the last one gets `.jsonl`).
+    *dirs, last = stream.split("/")
+    if any(part.endswith(STREAM_SUFFIX) for part in dirs):
+        raise InvalidStreamError(f"invalid stream {stream!r}: a part before the last must not "
+                                 f"end in {STREAM_SUFFIX!r} (that name is a stream's file)")
+    if len(last.encode()) > MAX_PART_BYTES:
+        raise InvalidStreamError(f"invalid stream {stream!r}: its last part is longer than "
+                                 f"{MAX_PART_BYTES} bytes (with {STREAM_SUFFIX!r} it is a file "
+                                 "name, at most 255 bytes)")
     return stream
 
 
@@ -172,8 +184,8 @@ def decode_line(line: bytes, stream: str) -> tuple[str, int, str, str, dict[str,
     hash_ = obj.get("hash")
     if not isinstance(frame_id, str) or _ID.fullmatch(frame_id) is None:
         raise LineError("id is not a SCRU128 string")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        raise LineError("seq is not a positive integer")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq <= MAX_SEQ:
+        raise LineError(f"seq is not an integer from 1 to {MAX_SEQ}")
     if not isinstance(ts, str) or len(ts) != 24:
         raise LineError("ts is not an ISO-8601 UTC timestamp with milliseconds")
     if not isinstance(topic, str) or _TOPIC.fullmatch(topic) is None or len(topic) > MAX_NAME_BYTES:

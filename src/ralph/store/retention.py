@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 import orjson
 
 from ralph.store.errors import InvalidPolicyError
-from ralph.store.frame import format_ts, topic_filter
+from ralph.store.frame import MAX_SEQ, format_ts, topic_filter
 from ralph.store.fsio import fsync_dir, write_error
 from ralph.store.head import write_seq_floor
 from ralph.store.streams import stream_path
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ralph.store.store import Store
 
 RETENTION_FILE = "retention.json"
+# last:N counts frames (seqs fit SQLite's INTEGER); time:MS is kept below 1,000 years, which
+# every timestamp computation can represent.
+_LIMITS = {"last": MAX_SEQ, "time": 1000 * 365 * 24 * 3600 * 1000}
 _STALE_TMP_S = 3600
 
 
@@ -38,11 +41,16 @@ class Policy:
     @classmethod
     def parse(cls, text: str) -> Policy:
         kind, _, number = text.partition(":")
-        if kind not in ("last", "time") or not number.isdigit():
+        if kind not in ("last", "time") or not (number.isascii() and number.isdigit()):
             raise InvalidPolicyError(
                 f"invalid retention policy {text!r}: use last:N (keep the newest N frames) or "
                 "time:MS (keep frames younger than MS milliseconds)")
-        return cls(kind, int(number))  # type: ignore[arg-type]  # kind checked just above
+        value = int(number)
+        limit = _LIMITS[kind]
+        if value > limit:
+            raise InvalidPolicyError(f"invalid retention policy {text!r}: {kind}: allows at "
+                                     f"most {limit}")
+        return cls(kind, value)  # type: ignore[arg-type]  # kind checked just above
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.value}"

@@ -14,7 +14,12 @@ from typing import Any
 import orjson
 
 from ralph.store.cas import ContentStore
-from ralph.store.errors import FrameNotFoundError, InvalidQueryError, StoreNotWritableError
+from ralph.store.errors import (
+    FrameNotFoundError,
+    InvalidContentError,
+    InvalidQueryError,
+    StoreNotWritableError,
+)
 from ralph.store.frame import (
     DEFAULT_STREAM,
     Frame,
@@ -94,7 +99,11 @@ class Store:
             if len(self._valid_streams) < _VALID_NAMES_CACHE:
                 self._valid_streams.add(stream)
         meta_json = encode_meta(meta)
-        data = content.encode() if isinstance(content, str) else content
+        try:
+            data = content.encode() if isinstance(content, str) else content
+        except UnicodeEncodeError as exc:
+            raise InvalidContentError(f"content is not valid text: {exc.reason} at character "
+                                      f"{exc.start}") from None
         hash_ = None if data is None else self._cas.put(data)
         done = self._writer.append(topic, stream, meta_json, hash_, data)
         for hub in list(self._hubs.values()):
@@ -144,7 +153,8 @@ class Store:
     def get(self, frame_id: str) -> Frame:
         """The frame with this id; FrameNotFoundError if there is none."""
         self.refresh()
-        frame = self._index.get(frame_id)
+        # A SCRU128 id is ASCII; anything else (undecodable bytes from argv) cannot name one.
+        frame = self._index.get(frame_id) if frame_id.isascii() else None
         if frame is None:
             raise FrameNotFoundError(f"no frame with id {frame_id!r}")
         return frame

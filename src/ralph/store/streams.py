@@ -6,9 +6,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ralph.store.frame import STREAM_SUFFIX as SUFFIX
 from ralph.store.frame import LineError, decode_line
 
-SUFFIX = ".jsonl"
 _TAIL_CHUNK = 64 * 1024
 
 

@@ -187,6 +187,12 @@ class Writer:
         size = self._sizes.get(stream)
         if size is None:
             size = os.fstat(fd).st_size
+            # A partial last line the head does not account for (a stream file copied or
+            # restored while it was being written): close it, or this frame would be glued
+            # onto it. Checked only when the size is not known, so not on the hot path.
+            if ends_torn(fd, size):
+                self._close_torn(fd, stream, size)
+                size += 1
             self._sizes[stream] = size
         return fd, size
 
