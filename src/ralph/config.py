@@ -107,10 +107,14 @@ class LoopConfig(_Section):
     """Most agent starts per hour; 0 = no cap."""
     rate_limit_max_wait_seconds: int = Field(default=3600, ge=0)
     """Longest single wait for a rate limit to pass; then the agent is tried again."""
+    rate_limit_max_retries: int = Field(default=10, ge=0)
+    """Rate-limited retries of one agent run before it counts as a failed attempt (a run
+    that keeps looking rate limited, a mistaken "429" in its output say, must end)."""
     agent_timeout_seconds: int = Field(default=1800, gt=0)
     """An agent run is stopped after this long, unless its agent sets timeout_seconds."""
     default_agent: str = Field(default="codex", min_length=1)
-    """The agent used when none is named (`--agent`, the bridge's `agent` param)."""
+    """The agent used when none is named (`--agent`, the bridge's `agent` param); when
+    ralph.toml defines exactly one agent and leaves this out, that agent."""
     context_chars: int = Field(default=60000, ge=1000)
     """Character budget of a prompt; the oldest progress notes are dropped first."""
     progress_tail_chars: int = Field(default=8000, ge=0)
@@ -213,6 +217,12 @@ class GitConfig(_Section):
                     {"placeholder": "{" + name + "}",
                      "known": ", ".join("{" + known + "}" for known in COMMIT_PLACEHOLDERS),
                      "key": ("commit_message",)})
+        try:  # a format spec that does not fit the value, such as {title:d}
+            self.format_commit_message(task_id="1", title="A task", iteration=1)
+        except (ValueError, TypeError) as exc:
+            raise PydanticCustomError(
+                "bad_template", "invalid template: {reason}",
+                {"reason": str(exc), "key": ("commit_message",)}) from None
         return self
 
     def format_commit_message(self, *, task_id: str, title: str, iteration: int) -> str:
@@ -280,6 +290,19 @@ class Config(_Section):
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
     """USD per million tokens by model name, for agents whose CLI reports tokens but no
     cost: `[prices."gpt-5-codex"] input = 1.25, output = 10.0, cached_input = 0.125`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sole_agent_is_default(cls, data: Any) -> Any:
+        """A ralph.toml that defines exactly one agent and names no default agent uses that
+        one: a file holding only `[agents.x] argv = [...]` runs."""
+        if not isinstance(data, dict):
+            return data
+        agents, loop = data.get("agents"), data.get("loop", {})
+        if (isinstance(agents, dict) and len(agents) == 1 and isinstance(loop, dict)
+                and "default_agent" not in loop):
+            data = {**data, "loop": {**loop, "default_agent": next(iter(agents))}}
+        return data
 
     @model_validator(mode="after")
     def _check_agents(self) -> Config:

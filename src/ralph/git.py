@@ -261,6 +261,12 @@ class Git:
             raise GitError(f"git init: cannot create {self.root}: {exc.strerror}") from exc
         await self._run(["init", "-q"])
 
+    async def has_branch(self, name: str) -> bool:
+        """True if a local branch `name` exists."""
+        result, _ = await self._run(["rev-parse", "--verify", "--quiet", f"refs/heads/{name}"],
+                                    ok=(0, 1))
+        return result.exit_code == 0
+
     async def switch_branch(self, name: str, *, create: bool) -> None:
         """Check out branch `name`, creating it at HEAD first when `create` is set.
 

@@ -163,12 +163,13 @@ async def run_shell(
     log_path: Path | None = None,
     tail_bytes: int = 65536,
     grace_s: float = 3.0,
+    on_start: Callable[[int], None] | None = None,
 ) -> ProcessResult:
     """`run_process(["/bin/sh", "-c", command], ...)`: gates are written as shell commands."""
     return await run_process(
         ["/bin/sh", "-c", command], cwd=cwd, env=env, stdin_data=stdin_data,
         timeout_s=timeout_s, on_output=on_output, log_path=log_path, tail_bytes=tail_bytes,
-        grace_s=grace_s,
+        grace_s=grace_s, on_start=on_start,
     )
 
 

@@ -47,8 +47,8 @@ def test_defaults_match_the_documented_values() -> None:
     assert config.loop.model_dump() == {
         "max_iterations": 20, "no_progress_limit": 3, "max_attempts_per_task": 3,
         "rate_limit_per_hour": 0, "rate_limit_max_wait_seconds": 3600,
-        "agent_timeout_seconds": 1800, "default_agent": "codex", "context_chars": 60000,
-        "progress_tail_chars": 8000}
+        "rate_limit_max_retries": 10, "agent_timeout_seconds": 1800, "default_agent": "codex",
+        "context_chars": 60000, "progress_tail_chars": 8000}
     assert config.agents == {}
     assert config.gates == GatesConfig(commands=[], timeout_seconds=900)
     assert config.judge == JudgeConfig(enabled=False, agent=None, prompt=None)
@@ -65,7 +65,7 @@ def test_an_empty_file_is_the_defaults() -> None:
 def test_a_file_with_only_one_agent_loads() -> None:
     config = parse_config('[agents.x]\nargv = ["my-agent", "{prompt}"]\n')
     assert config.agents == {"x": AgentConfig(argv=["my-agent", "{prompt}"])}
-    assert config.loop == LoopConfig()
+    assert config.loop == LoopConfig(default_agent="x")  # the only agent is the default
     agent = config.agent("x")
     assert agent.adapter == "command"
     assert agent.argv == ("my-agent", "{prompt}")
@@ -263,6 +263,20 @@ argv = ["x", '--json={"a": 1}', "{}", "${ prompt }", "pre-{prompt}-post", "{prom
 def test_expand_argv_replaces_only_the_two_placeholders() -> None:
     assert expand_argv(["a", "{prompt}", "{prompt_file}", "{other}"], prompt="{prompt_file}",
                        prompt_file="f") == ["a", "{prompt_file}", "f", "{other}"]
+
+
+def test_the_default_agent_is_the_sole_agent_only_when_left_out() -> None:
+    two = parse_config('[agents.x]\nargv = ["a"]\n[agents.y]\nargv = ["b"]\n')
+    assert two.loop.default_agent == "codex"
+    named = parse_config('[loop]\ndefault_agent = "claude"\n[agents.x]\nargv = ["a"]\n')
+    assert named.loop.default_agent == "claude"
+    assert parse_config("").loop.default_agent == "codex"
+
+
+@pytest.mark.parametrize("template", ["ralph: {title:d}", "{iteration:s}", "{task_id:>x}"])
+def test_a_commit_message_format_spec_that_does_not_fit_is_an_error(template: str) -> None:
+    error = error_of(f'[git]\ncommit_message = "{template}"\n')
+    assert str(error).startswith("ralph.toml:2: git.commit_message: invalid template:")
 
 
 def test_commit_message_placeholders_are_checked() -> None:

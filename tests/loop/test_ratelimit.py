@@ -253,6 +253,12 @@ def test_auth_signs(tail: str) -> None:
     assert result.message == tail
 
 
+@pytest.mark.parametrize("tail", ["pytest: 3 failed, 429 passed", "wrote 429 bytes",
+                                  "line 429: syntax error"])
+def test_a_bare_429_is_no_rate_limit(tail: str) -> None:
+    assert classify_text(1, tail).status == "error"
+
+
 def test_rate_limit_wins_over_auth() -> None:
     assert classify_text(1, "401 Unauthorized\n429 Too Many Requests").status == "rate_limited"
 

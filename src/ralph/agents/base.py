@@ -70,7 +70,9 @@ class Classification:
     retry_after_s: float | None = None
 
 
-_RATE_LIMIT = re.compile(r"\b429\b|rate[ _-]?limit|too many requests|usage limit|quota exceeded",
+# "429" alone is no sign (a test count: "429 passed"); as an HTTP status it is.
+_RATE_LIMIT = re.compile(r"(?:\bhttp\S*|\bstatus(?: code)?|\bcode|\berror)[: =]*429\b|"
+                         r"rate[ _-]?limit|too many requests|usage limit|quota exceeded",
                          re.IGNORECASE)
 _RETRY_AFTER = re.compile(r"(?:retry[ -]after|try again in)[:= ]+(\d+(?:\.\d+)?)\s*"
                           r"(?:s\b|sec|seconds)?", re.IGNORECASE)

@@ -5,6 +5,7 @@ store with its hash): the evidence behind a verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,10 @@ class GateReceipt:
 
 
 async def run_gates(commands: list[str], *, cwd: Path, timeout_s: float, receipts_dir: Path,
-                    emit: EventSink) -> list[GateReceipt]:
+                    emit: EventSink,
+                    on_start: Callable[[int], None] | None = None) -> list[GateReceipt]:
     """Run every gate in order (all of them, even after a failure: the receipts say which).
+    `on_start(pgid)` is called as each gate's process group starts.
 
     The output goes to the content store as the `gate.finished` event's content, so the
     receipt's hash stays referenced (and survives gc) as long as that event does."""
@@ -49,7 +52,7 @@ async def run_gates(commands: list[str], *, cwd: Path, timeout_s: float, receipt
     receipts = []
     for index, command in enumerate(commands, start=1):
         emit("gate.started", {"index": index, "command": command})
-        receipt, output = await _run_gate(index, command, cwd, timeout_s)
+        receipt, output = await _run_gate(index, command, cwd, timeout_s, on_start)
         frame = emit("gate.finished", receipt.to_dict(), content=output or None)
         receipt = replace(receipt, output_hash=frame.hash)
         atomic_write_bytes(receipts_dir / f"gate-{index}.json",
@@ -59,12 +62,12 @@ async def run_gates(commands: list[str], *, cwd: Path, timeout_s: float, receipt
     return receipts
 
 
-async def _run_gate(index: int, command: str, cwd: Path,
-                    timeout_s: float) -> tuple[GateReceipt, bytes]:
+async def _run_gate(index: int, command: str, cwd: Path, timeout_s: float,
+                    on_start: Callable[[int], None] | None) -> tuple[GateReceipt, bytes]:
     argv = ["/bin/sh", "-c", command]
     try:
         result = await run_shell(command, cwd=cwd, timeout_s=timeout_s,
-                                 tail_bytes=GATE_OUTPUT_BYTES)
+                                 tail_bytes=GATE_OUTPUT_BYTES, on_start=on_start)
     except ProcessError as exc:
         return GateReceipt(index, command, argv, str(cwd), None, False, False, 0.0, "", "",
                            None, 0, False, str(exc)), b""

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.prompt import Memory, build_prompt
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
-from ralph.loop.status import ready_task
+from ralph.loop.status import ready_task, stale_blocks
 from ralph.store import Store
 from ralph.store.frame import format_ts
 from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, open_tracker
@@ -69,8 +69,7 @@ def nothing_to_do(tasks: list[Task], state: LoopState) -> NothingToDo:
     done = sum(t.status == "done" for t in tasks)
     if done == len(tasks):
         return NothingToDo(f"nothing to do: all {done} tasks are done", complete=True)
-    blocked = [t.id for t in tasks if t.status == "blocked" or (
-        t.id in state.tasks and state.tasks[t.id].blocked)]
+    blocked = [t.id for t in tasks if t.status == "blocked"]
     return NothingToDo(f"no task is ready: {done} of {len(tasks)} done; blocked: "
                        f"{', '.join(blocked) or 'none'}; the rest wait on them", complete=False)
 
@@ -92,9 +91,11 @@ class Iteration:
         ctx = self.ctx
         tracker = ctx.tracker()
         tasks = tracker.load()
+        self._forget_stale_blocks(tasks)
         task = ready_task(tasks, ctx.state)
         if task is None:
             raise nothing_to_do(tasks, ctx.state)
+        done_before = sorted(t.id for t in tasks if t.status == "done")
         ctx.state.iteration_count += 1
         iteration = ctx.state.iteration_count
         task_state = ctx.state.task(task.id)
@@ -105,19 +106,22 @@ class Iteration:
         ctx.state.in_flight = InFlight(iteration=iteration, iteration_id=f"{iteration:06d}",
                                        run_id=self.run_id, task_id=task.id,
                                        task_title=task.title, attempt_id=attempt_id,
-                                       started_at=started, pid=_pid())
+                                       started_at=started, pid=_pid(),
+                                       done_before=done_before)
         ctx.save(durable=False)
         self.emit("iteration.started", {"iteration": iteration, "iteration_id": f"{iteration:06d}",
                                         "agent": self.agent.name, "task_id": task.id,
                                         "title": task.title, "kind": task.kind,
                                         "attempt_id": attempt_id})
-        record = _Record(iteration=iteration, task=task, attempt_id=attempt_id, started=started)
+        record = _Record(iteration=iteration, task=task, attempt_id=attempt_id, started=started,
+                         done_before=set(done_before))
         self._record = record
         try:
             await self._work(tracker, record)
         except asyncio.CancelledError:
             record.status = "stopped"
             record.reason = "stopped before the iteration finished"
+            self._reopen_unverified(tracker, record)
             self._finish(record, clock)
             raise
         except (RalphError, OSError) as exc:
@@ -125,6 +129,7 @@ class Iteration:
             # write): record the iteration as such, so that nothing is left in flight.
             record.status = "error"
             record.reason = str(exc)
+            self._reopen_unverified(tracker, record)
             self._finish(record, clock)
             if isinstance(exc, OSError):
                 raise LoopError(f"iteration {iteration}: {exc}") from exc
@@ -173,6 +178,12 @@ class Iteration:
                                       attach=self._attach())
             if outcome.status != "rate_limited":
                 return outcome
+            if retries >= loop_cfg.rate_limit_max_retries:
+                self.emit("agent.rate_limited", {"reason": outcome.message, "wait_seconds": None,
+                                                 "retry": None, "role": role})
+                return replace(outcome, status="error", message=(
+                    f"still rate limited after {retries} retries "
+                    f"(loop.rate_limit_max_retries): {outcome.message}"))
             wait = backoff_seconds(retries, retry_after_s=outcome.retry_after_s,
                                    reset_at=outcome.reset_at,
                                    cap_s=loop_cfg.rate_limit_max_wait_seconds)
@@ -221,7 +232,8 @@ class Iteration:
         receipts_dir = ctx.paths.receipts_dir(task.id, rec.attempt_id)
         rec.receipts = await run_gates(ctx.config.gates.commands, cwd=ctx.paths.root,
                                        timeout_s=ctx.config.gates.timeout_seconds,
-                                       receipts_dir=receipts_dir, emit=self.emit)
+                                       receipts_dir=receipts_dir, emit=self.emit,
+                                       on_start=self._started)
         rec.receipts_dir = receipts_dir
         rec.gates_ok = all(r.ok for r in rec.receipts)
         failed = [r for r in rec.receipts if not r.ok]
@@ -270,6 +282,10 @@ class Iteration:
         """Reopen or block in the tracker, record in progress.md, commit, update counters."""
         ctx, task = self.ctx, rec.task
         task_state = ctx.state.task(task.id)
+        self._keep_blocks(tracker)
+        self._reopen(tracker, rec, keep={task.id},
+                     reason=f"marked done during the iteration of task {task.id}; a task is "
+                            "verified only in an iteration of its own")
         if rec.verified:
             task_state.blocked = None
             self.emit("task.done", {"task_id": task.id, "title": task.title,
@@ -291,7 +307,7 @@ class Iteration:
         ctx.state.no_progress_streak = 0 if rec.progress_made else (
             ctx.state.no_progress_streak + 1)
         if ctx.config.git.auto_commit and (rec.tree_changed or rec.edited):
-            message = ctx.config.git.commit_message.format(
+            message = ctx.config.git.format_commit_message(
                 task_id=task.id, title=task.title, iteration=rec.iteration)
             if not rec.verified:
                 message += f" (attempt {task_state.attempts}, not verified: {rec.reason})"
@@ -300,6 +316,44 @@ class Iteration:
         # look (the gates may have left files, Ralph may have edited the tracker).
         rec.repo_clean = rec.commit is not None or (
             await ctx.git.snapshot(exclude=RUNTIME)).clean
+
+    def _forget_stale_blocks(self, tasks: list[Task]) -> None:
+        """A task the user reopened in the tracker starts over: its block and failure count
+        go (blocks an agent took off were put back after its iteration)."""
+        for tid in stale_blocks(tasks, self.ctx.state):
+            entry = self.ctx.state.task(tid)
+            entry.blocked = None
+            entry.failures = 0
+            self.emit("task.unblocked", {"task_id": tid,
+                                         "reason": "the tracker no longer marks it blocked"})
+
+    def _keep_blocks(self, tracker: Tracker) -> None:
+        """Blocks the agent took off in the tracker are put back: only the user unblocks."""
+        try:
+            tasks = {t.id: t for t in tracker.load()}
+        except TrackerError:
+            return  # reported where the tracker is read next
+        for tid in stale_blocks(list(tasks.values()), self.ctx.state):
+            self._mark(tracker, tasks[tid], "blocked", self.ctx.state.task(tid).blocked)
+
+    def _reopen_unverified(self, tracker: Tracker, rec: _Record) -> None:
+        """The iteration ends without a verdict: nothing it left marked done stands (the
+        task verified before a later step failed, a commit say, keeps its verdict)."""
+        keep = {rec.task.id} if rec.verified else set()
+        self._reopen(tracker, rec, keep=keep,
+                     reason=f"the iteration ended before it was verified ({rec.status})")
+
+    def _reopen(self, tracker: Tracker, rec: _Record, *, keep: set[str], reason: str) -> None:
+        """Reopen what the tracker newly marks done, but `keep`, with a note and an event."""
+        try:
+            ticked = newly_done(tracker, rec.done_before | keep)
+        except TrackerError as exc:
+            log.warning("could not read the tracker to check what was marked done: %s", exc)
+            return
+        for task in ticked:
+            self._mark(tracker, task, "open", None)
+            self._note(f"Ralph reopened task {task.id} ({task.title}): {reason}.")
+            self.emit("task.reopened", {"task_id": task.id, "reason": reason})
 
     def _mark(self, tracker: Tracker, task: Task, status: TaskStatus, reason: str | None) -> None:
         """Update the tracker; a tracker the agent broke is reported, not fatal (state.json
@@ -326,9 +380,7 @@ class Iteration:
 
     def _note(self, line: str) -> None:
         self._edited()
-        path = self.ctx.paths.root / self.ctx.config.files.progress
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(f"\n- {now_ts()} {line}\n")
+        note_progress(self.ctx.paths.root / self.ctx.config.files.progress, line)
 
     # -- finishing ----------------------------------------------------------------------------
 
@@ -367,6 +419,17 @@ class Iteration:
         return result
 
 
+def newly_done(tracker: Tracker, known: set[str]) -> list[Task]:
+    """The tasks the tracker marks done now that are not in `known`."""
+    return [t for t in tracker.load() if t.status == "done" and t.id not in known]
+
+
+def note_progress(path: Path, line: str) -> None:
+    """One dated line appended to progress.md (never rewritten: the user's text stays)."""
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(f"\n- {now_ts()} {line}\n")
+
+
 def last_iteration(result: StepResult) -> LastIteration:
     return LastIteration(iteration_id=result.iteration_id, iteration=result.iteration,
                          run_id=result.run_id, task_id=result.task_id,
@@ -403,6 +466,7 @@ class _Record:
     progress_made: bool = False
     tree_changed: bool = False  # uncommitted changes after the agent ran
     edited: bool = False  # Ralph itself changed the tracker or progress.md
+    done_before: set[str] = field(default_factory=set)  # tasks marked done at the start
     commit: str | None = None
     repo_clean: bool = False
 

@@ -33,6 +33,8 @@ from ralph.loop.iteration import (
     Iteration,
     LoopContext,
     last_iteration,
+    newly_done,
+    note_progress,
     now_ts,
 )
 from ralph.loop.lock import ProjectLock
@@ -44,7 +46,7 @@ from ralph.loop.models import (
 )
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.ratelimit import HOUR_S
-from ralph.loop.state import ActiveRun, LoopState, load_state, save_state
+from ralph.loop.state import ActiveRun, InFlight, LoopState, load_state, save_state
 from ralph.loop.status import StatusSource, project_status, ready_task
 from ralph.proc import group_alive, kill_group
 from ralph.store import Store
@@ -443,7 +445,9 @@ class LoopService:
         if self.config.git.branch and not quiet:
             current = await self.git.current_branch()
             if current != self.config.git.branch:
-                await self.git.switch_branch(self.config.git.branch, create=True)
+                branch = self.config.git.branch
+                await self.git.switch_branch(branch,
+                                             create=not await self.git.has_branch(branch))
         return resolved
 
     def _recover(self, ctx: LoopContext) -> None:
@@ -471,6 +475,7 @@ class LoopService:
                 agent_status=None, commit=None, started_at=flight.started_at,
                 finished_at=finished, duration_seconds=0.0)
             emit("iteration.finished", result.model_dump(mode="json"))
+            self._reopen_after_death(ctx, flight, emit)
             state.last = last_iteration(result)
             state.in_flight = None
             log.warning("iteration %d (task %s) was interrupted when its process died; "
@@ -484,6 +489,21 @@ class LoopService:
             state.active_run = None
         if flight is not None or dead is not None:
             save_state(self.paths.state, state)
+
+    def _reopen_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink) -> None:
+        """What the dead iteration's agent marked done was never verified: reopen it."""
+        if flight.done_before is None:  # recorded by an older Ralph: nothing to compare with
+            return
+        reason = "the process running its iteration died before it was verified"
+        try:
+            tracker = ctx.tracker()
+            for task in newly_done(tracker, set(flight.done_before)):
+                tracker.set_status(task.id, "open", None)
+                note_progress(self.paths.root / self.config.files.progress,
+                              f"Ralph reopened task {task.id} ({task.title}): {reason}.")
+                emit("task.reopened", {"task_id": task.id, "reason": reason})
+        except (RalphError, OSError) as exc:
+            log.warning("could not reopen what the interrupted iteration marked done: %s", exc)
 
     # -- helpers -------------------------------------------------------------------------------
 

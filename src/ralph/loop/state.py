@@ -43,7 +43,12 @@ class InFlight(BaseModel):
     attempt_id: str
     started_at: str
     pid: int
+    # The process group of the child running now: the agent, a gate, the judge or the
+    # reviewer (one at a time). The name is older than gates being recorded too.
     agent_pgid: int | None = None
+    # Tasks the tracker marked done when the iteration began: whatever else is marked done
+    # when it ends without a verdict (stopped, crashed, died) is reopened.
+    done_before: list[str] | None = None
 
 
 class TaskState(BaseModel):

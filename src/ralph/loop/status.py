@@ -15,9 +15,17 @@ from ralph.tracker import Task, next_task, open_tracker
 
 
 def ready_task(tasks: list[Task], state: LoopState) -> Task | None:
-    """The next task, leaving out tasks this loop has blocked (also marked in the tracker)."""
-    blocked = {tid for tid, ts in state.tasks.items() if ts.blocked}
-    return next_task([t for t in tasks if t.id not in blocked])
+    """The next task. The tracker says what is blocked: a block this loop set is marked there
+    too (and marked again if an agent takes it off), so a task the user reopens in the
+    tracker is no longer blocked, whatever state.json remembers."""
+    return next_task(tasks)
+
+
+def stale_blocks(tasks: list[Task], state: LoopState) -> list[str]:
+    """Tasks state.json holds blocked that the tracker no longer marks blocked."""
+    status = {t.id: t.status for t in tasks}
+    return [tid for tid, ts in state.tasks.items()
+            if ts.blocked and tid in status and status[tid] != "blocked"]
 
 
 def state_block(state: LoopState, task: Task) -> str | None:
@@ -74,7 +82,7 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
     nxt = ready_task(tasks, state)
     blocked = [BlockedTask(task_id=t.id, title=t.title,
                            reason=t.blocked_reason or state_block(state, t))
-               for t in tasks if t.status == "blocked" or state_block(state, t)]
+               for t in tasks if t.status == "blocked"]
     return StatusReport(
         version=__version__, cwd=str(paths.root), prd=files.prd, progress=files.progress,
         agents=files.agents, prompt=files.prompt,

@@ -6,6 +6,7 @@ a list of steps, one per attempt (the last one repeats). A step may:
 
     {"write": {"path": "content"}, "append": {"path": "text"}, "delete": ["path"],
      "tick": true,                      # mark the task done in the PRD (md or json)
+     "tick_also": ["2"],                # mark other tasks done too (or unblock them)
      "print": ["lines"], "stderr": ["lines"], "print_bytes": 1000000,
      "exit_signal": true, "exit_code": 0, "sleep": 0.5,
      "spawn": 30,                       # leave a grandchild sleeping that long (tree kill tests)
@@ -96,6 +97,8 @@ def _play(step: dict[str, Any], task_id: str, prd: Path) -> int:
         Path(path).unlink(missing_ok=True)
     if step.get("tick"):
         _tick(prd, task_id)
+    for other in step.get("tick_also", []):
+        _tick(prd, str(other))
     for line in step.get("print", []):
         print(line)
     if step.get("print_bytes"):
@@ -122,7 +125,7 @@ def _tick(prd: Path, task_id: str) -> None:
                 story["passes"] = True
         prd.write_text(json.dumps(body, indent=2) + "\n")
         return
-    pattern = re.compile(rf"^(\s*[-*] )\[[ ~]\]( {re.escape(task_id)}[.:] )", re.MULTILINE)
+    pattern = re.compile(rf"^(\s*[-*] )\[[ ~-]\]( {re.escape(task_id)}[.:] )", re.MULTILINE)
     prd.write_text(pattern.sub(r"\1[x]\2", prd.read_text(), count=1))
 
 
