@@ -238,7 +238,7 @@ def test_step_in_process(inproc: Callable[..., Result], project: Project) -> Non
     result = inproc("step", "--json", "--agent", "fake")
     assert result.code == 0, result.err
     check_fields(result.json(), STEP_FIELDS)
-    assert "iteration 1/1" in result.err
+    assert "iteration 1  task 1" in result.err  # a step has no "k/max"
     again = inproc("status", "--json")
     assert again.code == 0
     assert again.json()["done"] == 1 and again.json()["running"] is False
@@ -327,7 +327,8 @@ def test_run_to_complete_exits_0(project: Project) -> None:
     assert outcome["run_id"].startswith("run_")
     assert (outcome["reason"], outcome["iterations"], outcome["done"], outcome["total"]) == (
         "complete", 3, 3, 3)
-    assert "iteration 1/10" in result.err and "iteration 3/10" in result.err
+    assert "iteration 1 (1/10 of this run)" in result.err
+    assert "iteration 3 (3/10 of this run)" in result.err
     assert "run stopped: complete" in result.err
     assert project.log()[:3] == ["ralph: 3 Third task", "ralph: 2 Second task",
                                  "ralph: 1 First task"]
@@ -343,7 +344,7 @@ def test_run_max_iterations_exits_1(project: Project) -> None:
     check_fields(outcome, RUN_OUTCOME_FIELDS)
     assert (outcome["reason"], outcome["iterations"], outcome["done"]) == (
         "max_iterations", 2, 0)
-    assert "iteration 2/2" in result.err
+    assert "iteration 2 (2/2 of this run)" in result.err
     assert events(project.root, "run.started")[-1].meta["maxIterations"] == 2
 
 

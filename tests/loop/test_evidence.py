@@ -198,3 +198,26 @@ async def test_rate_limit_retries_end(project: Project) -> None:
     assert result.reason is not None and "still rate limited after 2 retries" in result.reason
     assert len([f for f in events if f.topic == "agent.started"]) == 3
     assert project.state()["tasks"]["1"]["failures"] == 1
+
+
+async def test_a_damaged_state_is_only_set_aside_by_a_step_and_overwrites_nothing(
+        project: Project) -> None:
+    project.plan({"tasks": {"1": [TICK], "2": [TICK]}})
+    service = project.service()
+    try:
+        await service.step()
+    finally:
+        await service.aclose()
+    first_log = (project.root / ".ralph/logs/000001.log").read_bytes()
+    state = project.root / ".ralph" / "state.json"
+    state.write_text("{damaged")
+    service = project.service()
+    try:
+        assert service.status().iterations == 0  # shown as fresh, the file left as it is
+        assert state.read_text() == "{damaged"
+        second = await service.step()
+    finally:
+        await service.aclose()
+    assert (project.root / ".ralph/state.json.damaged").read_text() == "{damaged"
+    assert second.iteration == 2 and second.log_path == ".ralph/logs/000002.log"
+    assert (project.root / ".ralph/logs/000001.log").read_bytes() == first_log

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from ralph.cli.output import exit_text
 from ralph.store import Frame
 
 _OK = "[green]ok[/green]"
@@ -23,6 +24,7 @@ class RunDisplay:
                  replay_note: str | None = None) -> None:
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.max_iterations = max_iterations
+        self._in_run = 0  # iterations of the current run shown so far
         self._status: Status | None = None
         self._started = 0.0
         self._task = ""
@@ -42,6 +44,7 @@ class RunDisplay:
     # -- events ----------------------------------------------------------------------------
 
     def _on_run_started(self, meta: dict[str, Any]) -> None:
+        self._in_run = 0
         if meta.get("mode") == "run":
             self.max_iterations = meta.get("maxIterations")
             self.console.print(f"[bold]run {meta['run_id']}[/bold] with agent "
@@ -49,7 +52,10 @@ class RunDisplay:
                                "iterations")
 
     def _on_iteration_started(self, meta: dict[str, Any]) -> None:
-        of = f"/{self.max_iterations}" if self.max_iterations else ""
+        # The iteration's number is the project's; "k/max" counts this run's iterations.
+        self._in_run += 1
+        of = (f" ({self._in_run}/{self.max_iterations} of this run)"
+              if self.max_iterations and self.max_iterations > 1 else "")
         self._task = f"task {meta['task_id']}: {meta['title']}"
         self.console.print(f"[bold]iteration {meta['iteration']}{of}[/bold]  "
                            f"{escape(self._task)}  (attempt {meta['attempt_id']})")
@@ -66,7 +72,7 @@ class RunDisplay:
     def _on_gate_finished(self, meta: dict[str, Any]) -> None:
         verdict = _OK if meta["ok"] else _FAIL
         self.console.print(f"  gate {escape(meta['command'])}: {verdict} "
-                           f"(exit {meta['exit_code']}, {meta['duration_s']:.1f} s)")
+                           f"({exit_text(meta['exit_code'])}, {meta['duration_s']:.1f} s)")
 
     def _on_judge_finished(self, meta: dict[str, Any]) -> None:
         self.console.print(f"  judge: {_OK if meta['ok'] else _FAIL}"
@@ -99,9 +105,10 @@ class RunDisplay:
 
     def _on_run_stopped(self, meta: dict[str, Any]) -> None:
         self.close()
+        done = (f"; {meta['done']}/{meta['total']} tasks done"
+                if meta.get("done") is not None and meta.get("total") is not None else "")
         self.console.print(f"[bold]run stopped[/bold]: {meta['reason']} "
-                           f"({escape(str(meta.get('message', '')))}); "
-                           f"{meta.get('done')}/{meta.get('total')} tasks done")
+                           f"({escape(str(meta.get('message', '')))}){done}")
 
     def _live(self, what: str) -> None:
         if not self.console.is_terminal:

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ralph.cli.output import error_line, write_json
+from ralph.cli.output import error_line, exit_text, write_json
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
@@ -166,7 +166,7 @@ def print_status(report: StatusReport) -> None:
         verdict = "verified done" if last.verified else last.status.replace("_", " ")
         why = f": {escape(last.reason)}" if last.reason else ""
         out.print(f"last: iteration {last.iteration_id}, task {escape(str(last.task_id))}, "
-                  f"{verdict}{why} (exit {last.exit_code}, finished {last.finished_at})")
+                  f"{verdict}{why} ({exit_text(last.exit_code)}, finished {last.finished_at})")
     for blocked in report.blocked:
         out.print(f"[red]blocked[/red]: task {escape(blocked.task_id)}: "
                   f"{escape(blocked.title)}: {escape(blocked.reason or 'no reason given')}")

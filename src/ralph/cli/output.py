@@ -34,6 +34,11 @@ def terminal_safe(text: str) -> str:
                          text)
 
 
+def exit_text(code: object) -> str:
+    """`exit N`, or `no exit code` (the process never ran, or was ended)."""
+    return f"exit {code}" if code is not None else "no exit code"
+
+
 def error_line(message: str) -> None:
     sys.stderr.write(f"error: {message}\n")
     sys.stderr.flush()

@@ -96,10 +96,16 @@ class Iteration:
         if task is None:
             raise nothing_to_do(tasks, ctx.state)
         done_before = sorted(t.id for t in tasks if t.status == "done")
+        # Numbers whose files exist are taken (state.json was reset after damage, say): the
+        # log and attempt record of an earlier iteration are never overwritten.
         ctx.state.iteration_count += 1
+        while ctx.paths.log(ctx.state.iteration_count).exists():
+            ctx.state.iteration_count += 1
         iteration = ctx.state.iteration_count
         task_state = ctx.state.task(task.id)
         task_state.attempts += 1
+        while ctx.paths.attempt_file(task.id, f"{task.id}-{task_state.attempts}").exists():
+            task_state.attempts += 1
         attempt_id = f"{task.id}-{task_state.attempts}"
         started = now_ts()
         clock = time.monotonic()

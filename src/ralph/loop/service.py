@@ -211,7 +211,7 @@ class LoopService:
         """What a start would check first (git, agent and its program, the tracker), without
         starting anything: faces call it to refuse a run at once rather than report its
         failure later."""
-        state = load_state(self.paths.state)
+        state = load_state(self.paths.state, repair=False)
         ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
         return await self._preflight(ctx, agent, require_clean=False, quiet=True)
 
@@ -221,7 +221,8 @@ class LoopService:
         if per_hour <= 0:
             return 0.0
         now = time.time()
-        starts = [t for t in load_state(self.paths.state).agent_starts if now - t < HOUR_S]
+        starts = [t for t in load_state(self.paths.state, repair=False).agent_starts
+                  if now - t < HOUR_S]
         if len(starts) < per_hour:
             return 0.0
         return max(0.0, starts[-per_hour] + HOUR_S - now)
@@ -483,9 +484,11 @@ class LoopService:
         if dead is not None:
             if dead.server_pgid and group_alive(dead.server_pgid):
                 kill_group(dead.server_pgid)
+            done, total = self._progress(ctx)
             EventSink(self.store, dead.run_id, self.observer)(
                 "run.stopped", {"reason": "error", "message": f"the process running it "
-                                f"(pid {dead.pid}) died", "iterations": None})
+                                f"(pid {dead.pid}) died", "iterations": None,
+                                "done": done, "total": total, "mode": dead.mode})
             state.active_run = None
         if flight is not None or dead is not None:
             save_state(self.paths.state, state)
@@ -515,7 +518,7 @@ class LoopService:
                            self._active_run_id)
 
     def _busy_elsewhere(self) -> LoopBusy:
-        state = load_state(self.paths.state)
+        state = load_state(self.paths.state, repair=False)
         other = state.active_run.run_id if state.active_run else None
         holder = other or "another process holds .ralph/loop.lock"
         return LoopBusy(f"a run is already active for this project ({holder})", other)

@@ -71,8 +71,10 @@ class LoopState(BaseModel):
         return self.tasks.setdefault(task_id, TaskState())
 
 
-def load_state(path: Path) -> LoopState:
-    """The state, or a fresh one if the file is missing; a damaged file is set aside."""
+def load_state(path: Path, *, repair: bool = True) -> LoopState:
+    """The state, or a fresh one if the file is missing or damaged. A damaged file is set
+    aside when `repair` is set (a step or run is about to write a new one); readers that
+    only look (status) leave it where it is."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -82,6 +84,10 @@ def load_state(path: Path) -> LoopState:
     try:
         return LoopState.model_validate(orjson.loads(raw) if raw.strip() else {})
     except (orjson.JSONDecodeError, ValidationError) as exc:
+        if not repair:
+            log.warning("%s is damaged (%s); showing a fresh state", path,
+                        str(exc).splitlines()[0])
+            return LoopState()
         aside = path.with_name(path.name + ".damaged")
         path.replace(aside)
         log.warning("%s was damaged (%s); kept as %s and starting from a fresh state", path,

@@ -54,7 +54,7 @@ class StatusSource:
     def state(self) -> LoopState:
         key = _stamp(self.state_path)
         if self._state is None or self._state[0] != key:
-            self._state = (key, load_state(self.state_path))
+            self._state = (key, load_state(self.state_path, repair=False))
         return self._state[1]
 
 
