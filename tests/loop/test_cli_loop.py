@@ -506,7 +506,7 @@ def _agent_pgid(root: Path, proc: subprocess.Popen[str]) -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_stops_the_run_and_ends_the_agent_group(project: Project, sig: int) -> None:
-    """Ctrl-C (SIGINT) or SIGTERM: the run stops with exit 1 and reason `stopped`, after
+    """Ctrl-C (SIGINT) or SIGTERM: the run stops with exit 130 and reason `stopped`, after
     ending the agent's whole process group (the agent and the grandchild it started)."""
     project.plan({"default": {"spawn": 300, "sleep": 300}})
     proc = subprocess.Popen([*RALPH, "run", "--json"], cwd=project.root,
@@ -533,7 +533,7 @@ def test_a_signal_stops_the_run_and_ends_the_agent_group(project: Project, sig: 
             proc.communicate(timeout=TIMEOUT)
         if pgid and group_members(pgid):
             os.killpg(pgid, signal.SIGKILL)
-    assert proc.returncode == 1, err
+    assert proc.returncode == 130, err
     assert "Traceback" not in err
     outcome = json.loads(out)
     assert outcome["reason"] == "stopped" and outcome["run_id"] == status["activeRunId"]
@@ -550,3 +550,28 @@ def test_a_signal_stops_the_run_and_ends_the_agent_group(project: Project, sig: 
     after = cli(project, "status", "--json").json()
     assert (after["running"], after["activeRunId"]) == (False, None)
     assert git(project.root, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_a_step(project: Project, sig: int) -> None:
+    """A step stopped mid-iteration: exit 130, no traceback, nothing on stdout, the agent's
+    group ended and the iteration recorded as stopped."""
+    project.plan({"default": {"spawn": 300, "sleep": 300}})
+    proc = subprocess.Popen([*RALPH, "step", "--json"], cwd=project.root,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    pgid = 0
+    try:
+        pgid = _agent_pgid(project.root, proc)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=TIMEOUT)
+        if pgid and group_members(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and out == ""
+    wait_until(lambda: not group_members(pgid), "the agent's process group to end", 10)
+    assert project.state()["last"]["status"] == "stopped"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 EXIT_DONE = 0
 EXIT_INCOMPLETE = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C or SIGTERM, as ralph.cli.main reports an interrupt
 
 T = TypeVar("T")
 
@@ -64,7 +65,10 @@ def _drive(service: LoopService, work: Callable[[], Awaitable[T]]) -> T:
             loop.remove_signal_handler(signal.SIGINT)
             loop.remove_signal_handler(signal.SIGTERM)
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:  # a step stopped by Ctrl-C or SIGTERM: interrupted (130)
+        raise KeyboardInterrupt from None
 
 
 def _with_service(quiet: bool, max_iterations: int | None,
@@ -119,7 +123,7 @@ def run(agent: AgentOption = None,
         require_clean: CleanOption = False) -> None:
     """Loop until every task is verified done (or no progress, the iteration limit, a stop).
 
-    Exit code: 0 complete, 1 incomplete, 2 error."""
+    Exit code: 0 complete, 1 incomplete, 2 error, 130 stopped (Ctrl-C, SIGTERM)."""
     outcome = _with_service(quiet, max_iterations, lambda s: s.run(
         agent, max_iterations, require_clean=require_clean))
     if outcome.reason == "error":
@@ -128,6 +132,8 @@ def run(agent: AgentOption = None,
         write_json(outcome.model_dump(mode="json"))
     if outcome.reason == "complete":
         raise typer.Exit(EXIT_DONE)
+    if outcome.reason == "stopped":
+        raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(EXIT_ERROR if outcome.reason == "error" else EXIT_INCOMPLETE)
 
 
