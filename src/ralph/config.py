@@ -19,9 +19,16 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args, get_origin
+from typing import Annotated, Any, Literal, cast, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from ralph.errors import RalphError
@@ -159,11 +166,19 @@ class AgentConfig(_Section):
         return self
 
 
+def _not_blank(command: str) -> str:
+    if not command.strip():
+        raise PydanticCustomError("blank_command",
+                                  "a gate command must not be blank (it would always pass)")
+    return command
+
+
 class GatesConfig(_Section):
     """Checks that decide whether an iteration's work is good, run after every iteration."""
 
-    commands: list[str] = Field(default_factory=list)
-    """Shell command strings, run in order in the project root; each must exit 0."""
+    commands: list[Annotated[str, AfterValidator(_not_blank)]] = Field(default_factory=list)
+    """Shell command strings, run in order in the project root; each must exit 0 (a blank
+    one, which would pass without checking anything, is refused)."""
     timeout_seconds: int = Field(default=900, gt=0)
     """A gate command is stopped (and fails) after this long."""
 

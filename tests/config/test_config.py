@@ -279,6 +279,13 @@ def test_a_commit_message_format_spec_that_does_not_fit_is_an_error(template: st
     assert str(error).startswith("ralph.toml:2: git.commit_message: invalid template:")
 
 
+@pytest.mark.parametrize("command", ["", "  ", "\\t"])
+def test_a_blank_gate_command_is_an_error(command: str) -> None:
+    error = error_of(f'[gates]\ncommands = ["pytest -q", "{command}"]\n')
+    assert str(error) == ("ralph.toml:2: gates.commands[1]: a gate command must not be blank "
+                          "(it would always pass)")
+
+
 def test_commit_message_placeholders_are_checked() -> None:
     error = error_of('[git]\ncommit_message = "{task} done"\n')
     assert str(error) == ("ralph.toml:2: git.commit_message: unknown placeholder {task} "
