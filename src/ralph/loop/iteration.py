@@ -288,8 +288,12 @@ class Iteration:
         """Reopen or block in the tracker, record in progress.md, commit, update counters."""
         ctx, task = self.ctx, rec.task
         task_state = ctx.state.task(task.id)
-        self._keep_blocks(tracker)
-        self._reopen(tracker, rec, keep={task.id},
+        try:  # one read of the tracker for both checks (this runs every iteration)
+            tasks_now: list[Task] | None = tracker.load()
+        except TrackerError:
+            tasks_now = None  # reported where the tracker is read next
+        kept = self._keep_blocks(tracker, tasks_now or [])
+        self._reopen(tracker, rec, keep={task.id, *kept}, tasks=tasks_now,
                      reason=f"marked done during the iteration of task {task.id}; a task is "
                             "verified only in an iteration of its own")
         if rec.verified:
@@ -333,14 +337,14 @@ class Iteration:
             self.emit("task.unblocked", {"task_id": tid,
                                          "reason": "the tracker no longer marks it blocked"})
 
-    def _keep_blocks(self, tracker: Tracker) -> None:
-        """Blocks the agent took off in the tracker are put back: only the user unblocks."""
-        try:
-            tasks = {t.id: t for t in tracker.load()}
-        except TrackerError:
-            return  # reported where the tracker is read next
-        for tid in stale_blocks(list(tasks.values()), self.ctx.state):
-            self._mark(tracker, tasks[tid], "blocked", self.ctx.state.task(tid).blocked)
+    def _keep_blocks(self, tracker: Tracker, tasks: list[Task]) -> list[str]:
+        """Blocks the agent took off in the tracker are put back (only the user unblocks);
+        the ids of those tasks."""
+        by_id = {t.id: t for t in tasks}
+        restored = stale_blocks(tasks, self.ctx.state)
+        for tid in restored:
+            self._mark(tracker, by_id[tid], "blocked", self.ctx.state.task(tid).blocked)
+        return restored
 
     def _reopen_unverified(self, tracker: Tracker, rec: _Record) -> None:
         """The iteration ends without a verdict: nothing it left marked done stands (the
@@ -349,10 +353,13 @@ class Iteration:
         self._reopen(tracker, rec, keep=keep,
                      reason=f"the iteration ended before it was verified ({rec.status})")
 
-    def _reopen(self, tracker: Tracker, rec: _Record, *, keep: set[str], reason: str) -> None:
-        """Reopen what the tracker newly marks done, but `keep`, with a note and an event."""
+    def _reopen(self, tracker: Tracker, rec: _Record, *, keep: set[str], reason: str,
+                tasks: list[Task] | None = None) -> None:
+        """Reopen what the tracker newly marks done, but `keep`, with a note and an event.
+        `tasks`: the tracker's tasks if just read (else it is read here)."""
         try:
-            ticked = newly_done(tracker, rec.done_before | keep)
+            known = rec.done_before | keep
+            ticked = newly_done(tasks if tasks is not None else tracker.load(), known)
         except TrackerError as exc:
             log.warning("could not read the tracker to check what was marked done: %s", exc)
             return
@@ -425,9 +432,9 @@ class Iteration:
         return result
 
 
-def newly_done(tracker: Tracker, known: set[str]) -> list[Task]:
-    """The tasks the tracker marks done now that are not in `known`."""
-    return [t for t in tracker.load() if t.status == "done" and t.id not in known]
+def newly_done(tasks: list[Task], known: set[str]) -> list[Task]:
+    """The tasks marked done that are not in `known`."""
+    return [t for t in tasks if t.status == "done" and t.id not in known]
 
 
 def note_progress(path: Path, line: str) -> None:

@@ -500,7 +500,7 @@ class LoopService:
         reason = "the process running its iteration died before it was verified"
         try:
             tracker = ctx.tracker()
-            for task in newly_done(tracker, set(flight.done_before)):
+            for task in newly_done(tracker.load(), set(flight.done_before)):
                 tracker.set_status(task.id, "open", None)
                 note_progress(self.paths.root / self.config.files.progress,
                               f"Ralph reopened task {task.id} ({task.title}): {reason}.")
