@@ -3,10 +3,13 @@ scriptable fake agent (ralph.testing.fake_agent) configured as agent `fake`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+import textwrap
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,3 +89,25 @@ def project(tmp_path: Path) -> Iterator[Project]:
     proj.config()
     proj.commit()
     yield proj
+
+
+async def wait_for(predicate: Callable[[], object], timeout: float = 30) -> None:
+    """Poll `predicate` until it is true (AssertionError after `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def start_orchestrator(root: Path) -> subprocess.Popen[bytes]:
+    """`LoopService(root).run()` in a process of its own session, for tests that kill it."""
+    script = textwrap.dedent("""
+        import asyncio, sys
+        from pathlib import Path
+        from ralph.loop import LoopService
+        asyncio.run(LoopService(Path(sys.argv[1])).run())
+    """)
+    return subprocess.Popen([sys.executable, "-c", script, str(root)], start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)

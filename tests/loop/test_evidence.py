@@ -7,27 +7,17 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
-import textwrap
-import time
 
 import pytest
 
 from ralph.loop import LoopError
 from ralph.store import Frame
-from tests.loop.conftest import Project, git
+from tests.loop.conftest import Project, git, start_orchestrator, wait_for
 from tests.proc.helpers import group_members
 
 TICK = {"tick": True, "print": ["done"]}
 
 
-async def _wait_for(predicate: object, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 def _set_loop(project: Project, line: str) -> None:
@@ -61,7 +51,7 @@ async def test_a_stopped_iteration_leaves_nothing_marked_done(project: Project) 
     service = project.service(events)
     try:
         await service.start_run()
-        await _wait_for(lambda: any(f.topic == "gate.started" for f in events))
+        await wait_for(lambda: any(f.topic == "gate.started" for f in events))
         assert "- [x] 1." in project.read_prd()  # the agent ticked it; the gate decides
         assert service.stop()
         outcome = await asyncio.wait_for(service.wait(), 30)
@@ -87,12 +77,6 @@ async def test_an_iteration_that_fails_leaves_nothing_marked_done(project: Proje
     assert "- [ ] 1." in project.read_prd()
 
 
-_ORCHESTRATOR = """
-import asyncio, sys
-from pathlib import Path
-from ralph.loop import LoopService
-asyncio.run(LoopService(Path(sys.argv[1])).run())
-"""
 
 
 async def test_a_dead_orchestrators_gate_is_ended_and_its_tick_reopened(
@@ -101,14 +85,11 @@ async def test_a_dead_orchestrators_gate_is_ended_and_its_tick_reopened(
     marker = project.root.parent / "gate.pid"
     project.config(gates=[f"echo $$ > {marker}; sleep 60"])
     project.commit("slow gate")
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_ORCHESTRATOR),
-                             str(project.root)], start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = start_orchestrator(project.root)
     try:
-        await _wait_for(lambda: marker.exists() and marker.read_text().strip())
+        await wait_for(lambda: marker.exists() and marker.read_text().strip())
         gate_pgid = int(marker.read_text())
-        await _wait_for(lambda: project.state()["in_flight"]["agent_pgid"] == gate_pgid)
+        await wait_for(lambda: project.state()["in_flight"]["agent_pgid"] == gate_pgid)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -9,17 +9,13 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import textwrap
-import time
 
 import pytest
 
 from ralph.loop import LoopBusy, LoopService, StepResult, ratelimit
 from ralph.loop.models import StepResult as StepResultModel
 from ralph.store import Frame, Store
-from tests.loop.conftest import Project, git
+from tests.loop.conftest import Project, git, start_orchestrator, wait_for
 from tests.proc.helpers import group_members
 
 TICK = {"tick": True, "print": ["done"]}
@@ -32,12 +28,6 @@ def _agent_pgid(project: Project, iteration: int) -> int:
     return int(match.group(1))
 
 
-async def _wait_for(predicate: object, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_run_to_complete(project: Project) -> None:
@@ -230,7 +220,7 @@ async def test_stop_from_another_task_ends_the_agent(project: Project) -> None:
         assert busy.value.active_run_id == run_id
         with pytest.raises(LoopBusy):
             await service.start_run()
-        await _wait_for(lambda: (project.root / ".ralph/logs/000001.log").exists()
+        await wait_for(lambda: (project.root / ".ralph/logs/000001.log").exists()
                         and "child-pid" in (project.root / ".ralph/logs/000001.log").read_text())
         assert service.status().running and service.status().activeRunId == run_id
         assert service.stop()
@@ -251,9 +241,9 @@ async def test_pause_takes_effect_between_iterations(project: Project) -> None:
     service = project.service(events)
     try:
         await service.start_run()
-        await _wait_for(lambda: any(f.topic == "iteration.started" for f in events))
+        await wait_for(lambda: any(f.topic == "iteration.started" for f in events))
         assert service.pause()
-        await _wait_for(lambda: any(f.topic == "run.paused" for f in events))
+        await wait_for(lambda: any(f.topic == "run.paused" for f in events))
         assert [f.topic for f in events].count("iteration.finished") == 1
         status = service.status()
         assert status.paused and status.running
@@ -270,25 +260,15 @@ async def test_pause_takes_effect_between_iterations(project: Project) -> None:
     assert topics.index("run.resumed") > topics.index("run.paused")
 
 
-_ORCHESTRATOR = """
-import asyncio, sys
-from pathlib import Path
-from ralph.loop import LoopService
-service = LoopService(Path(sys.argv[1]))
-asyncio.run(service.run())
-"""
 
 
 async def test_killed_orchestrator_is_recovered_on_the_next_start(project: Project) -> None:
     project.plan({"tasks": {"1": [{"spawn": 60, "sleep": 60}, TICK], "2": [TICK],
                             "3": [TICK]}})
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_ORCHESTRATOR),
-                             str(project.root)], start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = start_orchestrator(project.root)
     try:
         log = project.root / ".ralph/logs/000001.log"
-        await _wait_for(lambda: log.exists() and "child-pid" in log.read_text())
+        await wait_for(lambda: log.exists() and "child-pid" in log.read_text())
         agent_pgid = project.state()["in_flight"]["agent_pgid"]
         os.killpg(proc.pid, signal.SIGKILL)  # the orchestrator dies; its agent lives on
         proc.wait(timeout=30)
@@ -394,7 +374,7 @@ async def test_two_services_on_one_project_exclude_each_other(project: Project) 
     second = LoopService(project.root, store=Store(project.root / ".ralph" / "store"))
     try:
         await first.start_run()
-        await _wait_for((project.root / ".ralph/logs/000001.log").exists)
+        await wait_for((project.root / ".ralph/logs/000001.log").exists)
         with pytest.raises(LoopBusy, match="already active"):
             await second.step()
         assert second.status().running
