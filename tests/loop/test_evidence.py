@@ -10,6 +10,7 @@ import signal
 
 import pytest
 
+from ralph.errors import RalphError
 from ralph.loop import LoopError
 from ralph.store import Frame
 from tests.loop.conftest import Project, git, start_orchestrator, wait_for
@@ -202,3 +203,19 @@ async def test_a_damaged_state_is_only_set_aside_by_a_step_and_overwrites_nothin
     assert (project.root / ".ralph/state.json.damaged").read_text() == "{damaged"
     assert second.iteration == 2 and second.log_path == ".ralph/logs/000002.log"
     assert (project.root / ".ralph/logs/000001.log").read_bytes() == first_log
+
+
+async def test_a_judge_whose_program_is_missing_is_refused_before_the_agent_works(
+        project: Project) -> None:
+    project.plan({"tasks": {"1": [TICK]}})
+    project.config('\n[judge]\nenabled = true\nagent = "checker"\n\n[agents.checker]\n'
+                   'argv = ["no-such-judge-program-here"]\n')
+    project.commit("judge without its program")
+    service = project.service()
+    try:
+        with pytest.raises(RalphError, match="no-such-judge-program-here"):
+            await service.step()
+    finally:
+        await service.aclose()
+    assert "- [ ] 1." in project.read_prd()
+    assert not (project.root / ".ralph/logs/000001.log").exists()

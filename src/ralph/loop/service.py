@@ -431,9 +431,12 @@ class LoopService:
             raise LoopError(f"{self.paths.root} is not a git repository: run `git init` "
                             "(Ralph commits each iteration's work)")
         resolved = self.config.agent(agent or self.config.loop.default_agent)
-        adapter = adapter_for(resolved.adapter)
-        command: AgentCommand = adapter.build(list(resolved.argv), resolved.model, "", "")
-        resolve_program(command.argv, resolved, adapter.install_hint)
+        _check_program(resolved)
+        # The judge's and reviewer's agents too: found missing only after the agent had
+        # worked, they would cost an attempt.
+        for section in (self.config.judge, self.config.review):
+            if section.enabled and section.agent:
+                _check_program(self.config.agent(section.agent))
         tasks = ctx.tracker().load()
         if not tasks:
             raise LoopError(f"{self.config.files.prd} has no tasks")
@@ -538,3 +541,10 @@ class LoopService:
         if state is not None and state.active_run is not None:
             state.active_run.paused = paused
             save_state(self.paths.state, state)
+
+
+def _check_program(agent: ResolvedAgent) -> None:
+    """The agent's program can be found (AgentError naming the package to install if not)."""
+    adapter = adapter_for(agent.adapter)
+    command: AgentCommand = adapter.build(list(agent.argv), agent.model, "", "")
+    resolve_program(command.argv, agent, adapter.install_hint)
