@@ -187,3 +187,11 @@ def test_text_content_without_a_utf8_form_is_refused(store: Store) -> None:
     with pytest.raises(InvalidContentError, match="surrogates"):
         store.append("a.b", content="bad \ud800")
     assert list(store.read()) == []
+
+
+def test_a_stray_file_in_the_content_store_is_ignored(store: Store, store_dir: Path) -> None:
+    frame = store.append("a.b", content=b"kept")
+    (store_dir / "cas" / "sha256" / ".DS_Store").write_bytes(b"junk")
+    assert store.stats()["content_objects"] == 1
+    assert store.gc([Rule.parse("a.b=last:1")]).content_removed == 0
+    assert frame.hash is not None and store.cas_get(frame.hash) == b"kept"

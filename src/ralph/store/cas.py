@@ -122,6 +122,8 @@ class ContentStore:
         if not base.is_dir():
             return
         for sub in sorted(base.iterdir()):
+            if not sub.is_dir():  # a stray file (an editor's or a file manager's) is no blob
+                continue
             for blob in sorted(sub.iterdir()):
                 try:
                     digest = bytes.fromhex(sub.name + blob.name)
