@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -72,13 +73,32 @@ class Classification:
 
 # "429" alone is no sign (a test count: "429 passed"); as an HTTP status it is.
 _RATE_LIMIT = re.compile(r"(?:\bhttp\S*|\bstatus(?: code)?|\bcode|\berror)[: =]*429\b|"
-                         r"rate[ _-]?limit|too many requests|usage limit|quota exceeded",
-                         re.IGNORECASE)
-_RETRY_AFTER = re.compile(r"(?:retry[ -]after|try again in)[:= ]+(\d+(?:\.\d+)?)\s*"
-                          r"(?:s\b|sec|seconds)?", re.IGNORECASE)
+                         r"rate[ _-]?limit|too many requests|usage limit|quota exceeded|"
+                         r"exceeded your current quota|resource has been exhausted|"
+                         r"resource_exhausted", re.IGNORECASE)
+# "Retry-After: 17", "try again in 4 days 6 hours", "retry after 1m30s", "in 20ms".
+_RETRY_AFTER = re.compile(r"(?:retry[ -]after|try again in)[:= ]+((?:\d+(?:\.\d+)?\s*"
+                          r"(?:ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|"
+                          r"hours?|d|days?)?(?![a-z])[ ,and]*)+)", re.IGNORECASE)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)", re.IGNORECASE)
+_UNIT_SECONDS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "": 1.0, "s": 1.0,
+                 "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0,
+                 "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0,
+                 "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+                 "d": 86400.0, "day": 86400.0, "days": 86400.0}
 _LOOKS_BAD = re.compile(r"error|fail|exception|fatal|denied|refused|invalid", re.IGNORECASE)
-_AUTH = re.compile(r"\b401\b|unauthori[sz]ed|invalid api key|not logged in|authentication",
-                   re.IGNORECASE)
+_AUTH = re.compile(r"\b401\b|unauthori[sz]ed|invalid api key|api key not valid|"
+                   r"not logged in|authentication", re.IGNORECASE)
+
+
+def retry_after_seconds(text: str) -> float | None:
+    """The wait a rate-limit message asks for, in seconds, with its units (None if none)."""
+    match = _RETRY_AFTER.search(text)
+    if match is None:
+        return None
+    total = sum(float(number) * _UNIT_SECONDS.get(unit.lower(), 1.0)
+                for number, unit in _DURATION_PART.findall(match.group(1)))
+    return round(total, 3)
 
 
 def classify_text(exit_code: int | None, tail: str) -> Classification:
@@ -89,9 +109,7 @@ def classify_text(exit_code: int | None, tail: str) -> Classification:
     last = "\n".join(tail.strip().splitlines()[-20:])
     message = last.splitlines()[-1][:300] if last else f"exited with {exit_code}"
     if _RATE_LIMIT.search(last):
-        match = _RETRY_AFTER.search(last)
-        return Classification("rate_limited", message,
-                              retry_after_s=float(match.group(1)) if match else None)
+        return Classification("rate_limited", message, retry_after_s=retry_after_seconds(last))
     if _AUTH.search(last):
         return Classification("auth_error", message)
     return Classification("error", message)
@@ -114,16 +132,22 @@ class OutputParser:
         self.reset_at: str | None = None
         self.auth_failed = False
         self.last_error: str | None = None
+        # The last plain-text lines (stderr, and stdout that is not the adapter's JSON): what
+        # a failed run is classified from when the CLI gave no structured sign. Never the
+        # JSON events, whose tool output and agent text may mention "429" or "401".
+        self.plain: deque[str] = deque(maxlen=20)
 
     def feed_line(self, stream: str, line: str) -> list[AgentEvent]:
         if stream == "stderr":
             return self.feed_stderr(line)
+        self.plain.append(line)
         return [AgentEvent("text", line)]
 
     def feed_stderr(self, line: str) -> list[AgentEvent]:
         """stderr carries the CLI's diagnostics: warnings stay text, errors count as errors
         (and may reveal a rate limit), without displacing an error the CLI reported in its
         structured output."""
+        self.plain.append(line)
         if not _LOOKS_BAD.search(line) and not _RATE_LIMIT.search(line):
             return [AgentEvent("text", line, said=False)]
         self.note_error(line, structured=False)
@@ -137,9 +161,9 @@ class OutputParser:
             self.last_error = message.strip()[:500] or self.last_error
         if status == 429 or (status is None and _RATE_LIMIT.search(message)):
             self.rate_limited = True
-            match = _RETRY_AFTER.search(message)
-            if match:
-                self.retry_after_s = float(match.group(1))
+            wait = retry_after_seconds(message)
+            if wait is not None:
+                self.retry_after_s = wait
         elif status in (401, 403) or (status is None and _AUTH.search(message)):
             self.auth_failed = True
 
@@ -147,10 +171,27 @@ class OutputParser:
                   cached_tokens: int | None = None, cost_usd: float | None = None) -> None:
         """Accumulate usage over the turns of a run (None stays None until a value comes)."""
         old = self.usage or Usage()
-        self.usage = Usage(_plus(old.input_tokens, input_tokens),
-                           _plus(old.output_tokens, output_tokens),
-                           _plus(old.cached_tokens, cached_tokens),
-                           _plus_float(old.cost_usd, cost_usd))
+        self.usage = Usage(_plus(old.input_tokens, _count(input_tokens)),
+                           _plus(old.output_tokens, _count(output_tokens)),
+                           _plus(old.cached_tokens, _count(cached_tokens)),
+                           _plus_float(old.cost_usd, _amount(cost_usd)))
+
+
+def _count(value: object) -> int | None:
+    """A token count as the CLI gave it, if it is one (a string, a negative number or a
+    boolean is not: such a field is left out rather than guessed)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not 0 <= value < float("inf"):  # negative, infinite or NaN
+        return None
+    return int(value) if float(value).is_integer() else None
+
+
+def _amount(value: object) -> float | None:
+    """A cost in USD as the CLI gave it, if it is a finite non-negative number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value < float("inf") else None
 
 
 def _plus(a: int | None, b: int | None) -> int | None:
@@ -177,10 +218,11 @@ class JsonOutputParser(OutputParser):
             obj = None
         if not isinstance(obj, dict):
             self.not_json += 1
+            self.plain.append(line)
             return [AgentEvent("text", line, said=False)]
         try:
             return self.on_event(obj)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        except Exception:  # a shape the adapter does not know: odd output never crashes a run
             self.not_json += 1
             return [AgentEvent("text", line, said=False)]
 
@@ -242,7 +284,7 @@ def classify_failure(exit_code: int | None, tail: str, parser: OutputParser,
         return Classification(status, message or parser.last_error or "",
                               session_id=parser.session_id, reset_at=parser.reset_at,
                               retry_after_s=parser.retry_after_s)
-    text = classify_text(exit_code, tail)
+    text = classify_text(exit_code, "\n".join(parser.plain))
     text.session_id = parser.session_id
     if message:
         text.message = message

@@ -47,11 +47,9 @@ class ClaudeParser(JsonOutputParser):
                     and block.get("type") == "tool_result"]
         if kind == "rate_limit_event":
             info = event.get("rate_limit_info") or {}
-            resets = info.get("resetsAt")
-            if isinstance(resets, int | float):
-                self.reset_at = datetime.fromtimestamp(resets, UTC).isoformat()
             if info.get("status") not in (None, "allowed", "allowed_warning"):
                 self.rate_limited = True
+            self.reset_at = _reset_time(info.get("resetsAt")) or self.reset_at
             return []
         if kind == "result":
             self.result = event
@@ -111,3 +109,14 @@ class ClaudeAdapter(Adapter):
         elif exit_code == 0:
             message = "claude ended without a result"
         return classify_failure(exit_code if exit_code else 1, tail, parser, message)
+
+
+def _reset_time(value: object) -> str | None:
+    """`resetsAt` (epoch seconds; milliseconds too) as UTC ISO-8601; None if it is no time."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = value / 1000 if value > 1e11 else value  # after 5138 in seconds: milliseconds
+    try:
+        return datetime.fromtimestamp(seconds, UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return None

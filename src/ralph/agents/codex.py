@@ -35,6 +35,9 @@ class CodexParser(JsonOutputParser):
         if kind in ("turn.started",):
             return []
         if kind == "turn.completed":
+            # An `error` event before it was a notice the CLI recovered from (codex prints
+            # "Reconnecting... 1/5" as one): the turn completed, so it does not count.
+            self.failed = self.rate_limited = self.auth_failed = False
             usage = event.get("usage") or {}
             self.add_usage(usage.get("input_tokens"), usage.get("output_tokens"),
                            usage.get("cached_input_tokens"))

@@ -21,6 +21,7 @@ from ralph.agents.base import (
 )
 
 EXIT_AUTH, EXIT_INPUT, EXIT_CONFIG, EXIT_TURN_LIMIT, EXIT_CANCELLED = 41, 42, 52, 53, 130
+EXIT_HTTP_429 = 429 % 256  # an HTTP error ends the CLI with its status modulo 256
 
 
 class GeminiParser(JsonOutputParser):
@@ -95,6 +96,8 @@ class GeminiAdapter(Adapter):
                                   session_id=parser.session_id)
         if exit_code == EXIT_CANCELLED:
             return Classification("cancelled", "cancelled", session_id=parser.session_id)
+        if exit_code == EXIT_HTTP_429:
+            parser.rate_limited = True
         known = {EXIT_INPUT: "invalid input", EXIT_CONFIG: "configuration error",
                  EXIT_TURN_LIMIT: "turn limit reached"}
         return classify_failure(exit_code or 1, tail, parser, None if parser.rate_limited

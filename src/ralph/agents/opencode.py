@@ -56,10 +56,14 @@ class OpencodeParser(JsonOutputParser):
         if kind == "error":
             error = event.get("error") or {}
             data = error.get("data") if isinstance(error, dict) else None
-            message = str((data or {}).get("message") or (error.get("name")
-                          if isinstance(error, dict) else error) or "error")
-            status = (data or {}).get("statusCode")
+            if not isinstance(data, dict):  # a bare message where an object was expected
+                data = {"message": data} if isinstance(data, str) and data else {}
+            name = error.get("name") if isinstance(error, dict) else error
+            message = str(data.get("message") or name or "error")
+            status = data.get("statusCode")
             self.failed = True
+            if name == "ProviderAuthError":
+                self.auth_failed = True
             self.note_error(message, status=status if isinstance(status, int) else None)
             return [AgentEvent("error", message)]
         return []

@@ -17,7 +17,9 @@ from ralph.proc import ProcessError, run_process
 
 Emit = Callable[[str, dict[str, Any]], object]  # (topic, meta): appends an event to the run
 
-MAX_LINE_BYTES = 64 * 1024  # a longer line is passed on in pieces: memory stays bounded
+# A longer line is passed on in pieces (memory stays bounded). Large enough for a CLI's
+# biggest JSON event (a whole file in a tool result, a long final answer).
+MAX_LINE_BYTES = 8 * 1024 * 1024
 EVENT_CHARS = 8 * 1024  # agent.output events carry at most this much text each
 TAIL_CHARS = 16 * 1024  # the end of the output kept for classification and signals
 # Anywhere in a line ("Done. EXIT_SIGNAL: true"); the last one said counts.
