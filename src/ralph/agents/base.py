@@ -273,12 +273,13 @@ class Adapter(ABC):
         """Plain text: exit 0 is ok; otherwise the signs seen in the output decide."""
         if exit_code == 0:
             return Classification("ok", session_id=parser.session_id)
-        return classify_failure(exit_code, tail, parser)
+        return classify_failure(exit_code, parser)
 
 
-def classify_failure(exit_code: int | None, tail: str, parser: OutputParser,
+def classify_failure(exit_code: int | None, parser: OutputParser,
                      message: str | None = None) -> Classification:
-    """A run that failed: rate limited, an authentication failure, or another error."""
+    """A run that failed: rate limited, an authentication failure, or another error, from
+    the CLI's structured signs, else its last plain-text lines (`parser.plain`)."""
     if parser.rate_limited or parser.auth_failed:
         status: AgentStatus = "rate_limited" if parser.rate_limited else "auth_error"
         return Classification(status, message or parser.last_error or "",

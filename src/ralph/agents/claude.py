@@ -108,7 +108,7 @@ class ClaudeAdapter(Adapter):
             message = str(result.get("result") or result.get("subtype") or "error")[:300]
         elif exit_code == 0:
             message = "claude ended without a result"
-        return classify_failure(exit_code if exit_code else 1, tail, parser, message)
+        return classify_failure(exit_code if exit_code else 1, parser, message)
 
 
 def _reset_time(value: object) -> str | None:

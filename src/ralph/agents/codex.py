@@ -109,4 +109,4 @@ class CodexAdapter(Adapter):
         failed = isinstance(parser, CodexParser) and parser.failed
         if exit_code == 0 and not failed:
             return Classification("ok", session_id=parser.session_id)
-        return classify_failure(exit_code or 1, tail, parser)
+        return classify_failure(exit_code or 1, parser)

@@ -100,5 +100,5 @@ class GeminiAdapter(Adapter):
             parser.rate_limited = True
         known = {EXIT_INPUT: "invalid input", EXIT_CONFIG: "configuration error",
                  EXIT_TURN_LIMIT: "turn limit reached"}
-        return classify_failure(exit_code or 1, tail, parser, None if parser.rate_limited
+        return classify_failure(exit_code or 1, parser, None if parser.rate_limited
                                 else known.get(exit_code or 0))

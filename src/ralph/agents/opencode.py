@@ -103,4 +103,4 @@ class OpencodeAdapter(Adapter):
         failed = isinstance(parser, OpencodeParser) and parser.failed
         if exit_code == 0 and not failed:
             return Classification("ok", session_id=parser.session_id)
-        return classify_failure(exit_code if exit_code else 1, tail, parser)
+        return classify_failure(exit_code if exit_code else 1, parser)
