@@ -177,21 +177,24 @@ class OutputParser:
                            _plus_float(old.cost_usd, _amount(cost_usd)))
 
 
+_INF = float("inf")
+
+
 def _count(value: object) -> int | None:
     """A token count as the CLI gave it, if it is one (a string, a negative number or a
     boolean is not: such a field is left out rather than guessed)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if not 0 <= value < float("inf"):  # negative, infinite or NaN
-        return None
-    return int(value) if float(value).is_integer() else None
+    if type(value) is int:  # the common case first: this runs for every usage event
+        return value if value >= 0 else None
+    if type(value) is float and 0 <= value < _INF and value.is_integer():
+        return int(value)
+    return None  # a string, a boolean, a negative, fractional, infinite or NaN number
 
 
 def _amount(value: object) -> float | None:
     """A cost in USD as the CLI gave it, if it is a finite non-negative number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if 0 <= value < float("inf") else None
+    if type(value) is float or type(value) is int:  # not bool, a subclass of int
+        return float(value) if 0 <= value < _INF else None
+    return None
 
 
 def _plus(a: int | None, b: int | None) -> int | None:
