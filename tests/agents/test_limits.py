@@ -147,4 +147,5 @@ def test_doctor_runs_without_a_ralph_toml(capfd: pytest.CaptureFixture[str],
     code = run(["doctor"])
     out = capfd.readouterr().out
     assert "codex (default) (codex adapter)" in out and "npm install -g @openai/codex" in out
+    assert "command adapter: any program, not used here" in out  # every adapter is listed
     assert code == 1

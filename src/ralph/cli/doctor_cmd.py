@@ -39,5 +39,8 @@ def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
             if r.model or r.env:
                 out.print(f"  model:   {escape(r.model or '-')}; env: "
                           f"{escape(', '.join(r.env) or '-')}")
+        if not any(r.adapter == "command" for r in reports):
+            out.print("[bold]command adapter[/bold]: any program, not used here: define "
+                      "\\[agents.<name>] with argv = [...] in ralph.toml (docs/agents.md)")
     default = next((r for r in reports if r.default), None)
     raise typer.Exit(0 if default is None or default.ok else 1)
