@@ -26,7 +26,7 @@ def feed(cli: str, *events: dict[str, Any], stderr: tuple[str, ...] = ()) -> Out
 
 
 def verdict(cli: str, exit_code: int, parser: OutputParser) -> str:
-    return adapter_for(cli).classify(exit_code, "", parser).status
+    return adapter_for(cli).classify(exit_code, parser).status
 
 
 @pytest.mark.parametrize("resets", [1e20, -1e18, 1795320000000, "soon", True])

@@ -23,8 +23,7 @@ def replay(name: str) -> tuple[list[AgentEvent], Classification, OutputParser]:
         text = (RECORDED / f"{name}.{stream}").read_text(errors="replace")
         for line in text.splitlines():
             events += parser.feed_line(stream, line)
-    tail = (RECORDED / f"{name}.stdout").read_text(errors="replace")[-16384:]
-    return events, adapter.classify(info["exit_code"], tail, parser), parser
+    return events, adapter.classify(info["exit_code"], parser), parser
 
 
 def said(events: list[AgentEvent]) -> str:
@@ -105,7 +104,7 @@ def test_garbage_mid_stream_is_kept_as_text_and_counted(cli: str) -> None:
     for junk in garbage[:4]:
         assert junk in texts
     assert parser.not_json >= 4
-    assert adapter.classify(0, "", parser).status == "ok"
+    assert adapter.classify(0, parser).status == "ok"
 
 
 def test_stderr_warnings_are_text_and_errors_are_errors() -> None:
@@ -124,13 +123,13 @@ def test_claude_rate_limit_event_gives_the_reset_time() -> None:
     assert parser.reset_at is not None and parser.reset_at.startswith("2026-11-22T")
     parser.feed_line("stdout", json.dumps({"type": "result", "subtype": "success",
                                            "is_error": True, "result": "limit"}))
-    verdict = adapter_for("claude").classify(1, "", parser)
+    verdict = adapter_for("claude").classify(1, parser)
     assert verdict.status == "rate_limited" and verdict.reset_at == parser.reset_at
 
 
 def test_claude_without_a_result_is_an_error_even_with_exit_0() -> None:
     parser = adapter_for("claude").parser()
-    verdict = adapter_for("claude").classify(0, "", parser)
+    verdict = adapter_for("claude").classify(0, parser)
     assert verdict.status == "error" and "without a result" in verdict.message
 
 
@@ -138,4 +137,4 @@ def test_claude_without_a_result_is_an_error_even_with_exit_0() -> None:
                                                (52, "error"), (53, "error"), (42, "error")])
 def test_gemini_exit_codes(code: int, status: str) -> None:
     adapter = adapter_for("gemini")
-    assert adapter.classify(code, "", adapter.parser()).status == status
+    assert adapter.classify(code, adapter.parser()).status == status

@@ -272,7 +272,7 @@ class Adapter(ABC):
     def parser(self) -> OutputParser:
         return OutputParser()
 
-    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+    def classify(self, exit_code: int | None, parser: OutputParser) -> Classification:
         """Plain text: exit 0 is ok; otherwise the signs seen in the output decide."""
         if exit_code == 0:
             return Classification("ok", session_id=parser.session_id)

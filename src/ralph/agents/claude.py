@@ -98,7 +98,7 @@ class ClaudeAdapter(Adapter):
     def parser(self) -> OutputParser:
         return ClaudeParser()
 
-    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+    def classify(self, exit_code: int | None, parser: OutputParser) -> Classification:
         result = parser.result if isinstance(parser, ClaudeParser) else None
         if result is not None and not result.get("is_error") and (
                 result.get("subtype") in (None, "success")):

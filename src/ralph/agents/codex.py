@@ -105,7 +105,7 @@ class CodexAdapter(Adapter):
     def parser(self) -> OutputParser:
         return CodexParser()
 
-    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+    def classify(self, exit_code: int | None, parser: OutputParser) -> Classification:
         failed = isinstance(parser, CodexParser) and parser.failed
         if exit_code == 0 and not failed:
             return Classification("ok", session_id=parser.session_id)

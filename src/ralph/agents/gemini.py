@@ -87,7 +87,7 @@ class GeminiAdapter(Adapter):
     def parser(self) -> OutputParser:
         return GeminiParser()
 
-    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+    def classify(self, exit_code: int | None, parser: OutputParser) -> Classification:
         result = parser.result if isinstance(parser, GeminiParser) else None
         if exit_code == 0 and (result is None or result.get("status") in (None, "success")):
             return Classification("ok", session_id=parser.session_id)

@@ -99,7 +99,7 @@ class OpencodeAdapter(Adapter):
     def parser(self) -> OutputParser:
         return OpencodeParser()
 
-    def classify(self, exit_code: int | None, tail: str, parser: OutputParser) -> Classification:
+    def classify(self, exit_code: int | None, parser: OutputParser) -> Classification:
         failed = isinstance(parser, OpencodeParser) and parser.failed
         if exit_code == 0 and not failed:
             return Classification("ok", session_id=parser.session_id)

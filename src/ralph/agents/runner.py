@@ -95,13 +95,11 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     resolve_program(command.argv, agent, adapter.install_hint)
     parser = adapter.parser()
     splitters = {"stdout": _Lines(), "stderr": _Lines()}
-    raw = _Tail()  # the output as printed: what classification reads
     said = _Tail()  # what the agent said (its text): EXIT_SIGNAL, the judge's verdict
     pending: list[AgentEvent] = []
 
     def take_lines(stream: str, lines: list[str]) -> None:
         for line in lines:
-            raw.add(line)
             for event in parser.feed_line(stream, line):
                 pending.append(event)
                 if event.kind == "text" and event.said:
@@ -129,7 +127,7 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     for stream, splitter in splitters.items():
         take_lines(stream, splitter.flush())
     flush_events()
-    verdict = adapter.classify(result.exit_code, raw.text(), parser)
+    verdict = adapter.classify(result.exit_code, parser)
     text_tail = said.text()
     exit_signal = _exit_signal(text_tail)
     status: AgentStatus = "timeout" if result.timed_out else verdict.status

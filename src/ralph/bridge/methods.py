@@ -71,7 +71,10 @@ def build_registry(service: LoopService) -> Registry:
                                     "(vscode-bridge-protocol v1).")
 
     def not_limited() -> None:
-        wait = service.start_slot_wait()
+        try:
+            wait = service.start_slot_wait()
+        except RalphError as exc:  # state.json unreadable: the same -32000 as everywhere
+            raise app_error(exc) from None
         if wait > 0:
             raise RpcError(RATE_LIMITED, f"rate limited: no agent start allowed for "
                                          f"{wait:.0f} s (loop.rate_limit_per_hour)",
@@ -95,11 +98,9 @@ def build_registry(service: LoopService) -> Registry:
                      errors=[BUSY, LIMITED, FAILED],
                      summary="Run exactly one iteration (a fresh agent invocation).")
     async def step(params: StepParams) -> StepResult:
+        not_limited()
         try:
-            not_limited()
             result = await service.step(params.agent)
-        except RpcError:
-            raise
         except RalphError as exc:
             raise app_error(exc) from None
         except asyncio.CancelledError:
@@ -114,11 +115,9 @@ def build_registry(service: LoopService) -> Registry:
                      positional=("agent", "maxIterations"), errors=[BUSY, LIMITED, FAILED],
                      summary="Start a run in the background; its events follow.")
     async def run(params: RunParams) -> RunResult:
+        not_limited()
         try:
-            not_limited()
             run_id = await service.start_run(params.agent, params.maxIterations)
-        except RpcError:
-            raise
         except RalphError as exc:
             raise app_error(exc) from None
         return RunResult(runId=run_id)

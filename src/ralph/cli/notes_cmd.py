@@ -10,9 +10,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ralph.cli.options import MAX_INT, StoreOption, open_store
+from ralph.cli.options import StoreOption, open_store
 from ralph.cli.output import terminal_safe, write_json, write_json_line
 from ralph.notes import DEFAULT_SESSION, NOTE_TYPES, Note, add_note, group_by_type, list_notes
+from ralph.store.frame import MAX_SEQ
 
 app = typer.Typer(help="Record and list session notes.", no_args_is_help=True)
 
@@ -25,7 +26,7 @@ def add(
     note_type: Annotated[NoteTypeChoice, typer.Option(
         "--type", help="What kind of note.", case_sensitive=True)],
     name: Annotated[str, typer.Option("--name", help="Session name.")] = DEFAULT_SESSION,
-    iteration: Annotated[int | None, typer.Option("--iteration", min=1, max=MAX_INT,
+    iteration: Annotated[int | None, typer.Option("--iteration", min=1, max=MAX_SEQ,
                                                   help="Iteration it belongs to.")] = None,
     store: StoreOption = None,
 ) -> None:

@@ -12,10 +12,6 @@ from ralph.project import store_path
 if TYPE_CHECKING:
     from ralph.store import Store
 
-MAX_INT = 2**63 - 1
-"""The largest count, seq or iteration a command accepts (SQLite's INTEGER): a larger value
-is bad usage (exit 2), not a failure of the store."""
-
 StoreOption = Annotated[
     Path | None,
     typer.Option("--store", help="Store directory (default: $RALPH_STORE, else .ralph/store "

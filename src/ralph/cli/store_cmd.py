@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ralph.cli.options import MAX_INT, StoreOption, open_store
+from ralph.cli.options import StoreOption, open_store
 from ralph.cli.output import write_json, write_json_line
 from ralph.cli.progress import byte_progress
-from ralph.store.frame import DEFAULT_STREAM, parse_meta_json
+
+# A count or seq beyond MAX_SEQ (SQLite's INTEGER) is bad usage (exit 2).
+from ralph.store.frame import DEFAULT_STREAM, MAX_SEQ, parse_meta_json
 
 if TYPE_CHECKING:
     from ralph.store import Store
@@ -46,9 +48,9 @@ def append(
 def cat(
     topic: Annotated[str | None, typer.Option("--topic", help="Exact topic or prefix.*")] = None,
     stream: Annotated[str | None, typer.Option("--stream", help="Only this stream.")] = None,
-    after: Annotated[int | None, typer.Option("--after", min=0, max=MAX_INT,
+    after: Annotated[int | None, typer.Option("--after", min=0, max=MAX_SEQ,
                                               help="Only seq > SEQ.", metavar="SEQ")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=0, max=MAX_INT,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, max=MAX_SEQ,
                                               help="At most N frames.", metavar="N")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f",
                                          help="Keep printing new frames as they come.")] = False,
@@ -79,7 +81,7 @@ async def _follow(store: Store, topic: str | None, stream: str | None, after: in
 @app.command()
 def last(
     topic: Annotated[str, typer.Argument(help="Exact topic or prefix.*")],
-    n: Annotated[int, typer.Argument(min=1, max=MAX_INT, help="How many frames.")] = 1,
+    n: Annotated[int, typer.Argument(min=1, max=MAX_SEQ, help="How many frames.")] = 1,
     store: StoreOption = None,
 ) -> None:
     """Print the last N frames of a topic, oldest first."""

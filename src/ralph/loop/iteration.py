@@ -32,10 +32,10 @@ from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.prompt import Memory, build_prompt
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
-from ralph.loop.status import ready_task, stale_blocks
+from ralph.loop.status import stale_blocks
 from ralph.store import Store
 from ralph.store.frame import format_ts
-from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, open_tracker
+from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
 
 log = logging.getLogger("ralph.loop")
 
@@ -65,7 +65,7 @@ class LoopContext:
         return open_tracker(self.paths.root / self.config.files.prd)
 
 
-def nothing_to_do(tasks: list[Task], state: LoopState) -> NothingToDo:
+def nothing_to_do(tasks: list[Task]) -> NothingToDo:
     done = sum(t.status == "done" for t in tasks)
     if done == len(tasks):
         return NothingToDo(f"nothing to do: all {done} tasks are done", complete=True)
@@ -92,9 +92,9 @@ class Iteration:
         tracker = ctx.tracker()
         tasks = tracker.load()
         self._forget_stale_blocks(tasks)
-        task = ready_task(tasks, ctx.state)
+        task = next_task(tasks)
         if task is None:
-            raise nothing_to_do(tasks, ctx.state)
+            raise nothing_to_do(tasks)
         done_before = sorted(t.id for t in tasks if t.status == "done")
         # Numbers whose files exist are taken (state.json was reset after damage, say): the
         # log and attempt record of an earlier iteration are never overwritten.
@@ -289,22 +289,20 @@ class Iteration:
         ctx, task = self.ctx, rec.task
         task_state = ctx.state.task(task.id)
         try:  # one read of the tracker for both checks (this runs every iteration)
-            tasks_now: list[Task] | None = tracker.load()
+            tasks_now = tracker.load()
         except TrackerError:
-            tasks_now = None  # reported where the tracker is read next
-        kept = self._keep_blocks(tracker, tasks_now or [])
-        self._reopen(tracker, rec, keep={task.id, *kept}, tasks=tasks_now,
-                     reason=f"marked done during the iteration of task {task.id}; a task is "
-                            "verified only in an iteration of its own")
+            tasks_now = []  # reported where the tracker is read next
+        kept = self._keep_blocks(tracker, tasks_now)
+        self._reopen(tracker, newly_done(tasks_now, rec.done_before | {task.id, *kept}),
+                     f"marked done during the iteration of task {task.id}; a task is "
+                     "verified only in an iteration of its own")
         if rec.verified:
             task_state.blocked = None
             self.emit("task.done", {"task_id": task.id, "title": task.title,
                                     "attempt_id": rec.attempt_id})
         else:
             if rec.claimed:
-                self._mark(tracker, task, "open", None)
-                self._note(f"Ralph reopened task {task.id} ({task.title}): {rec.reason}.")
-                self.emit("task.reopened", {"task_id": task.id, "reason": rec.reason})
+                self._reopen(tracker, [task], rec.reason or "not verified")
             task_state.failures += 1
             if task_state.failures >= ctx.config.loop.max_attempts_per_task:
                 reason = (f"{task_state.failures} attempts failed; last: {rec.reason}")
@@ -350,23 +348,24 @@ class Iteration:
         """The iteration ends without a verdict: nothing it left marked done stands (the
         task verified before a later step failed, a commit say, keeps its verdict)."""
         keep = {rec.task.id} if rec.verified else set()
-        self._reopen(tracker, rec, keep=keep,
-                     reason=f"the iteration ended before it was verified ({rec.status})")
-
-    def _reopen(self, tracker: Tracker, rec: _Record, *, keep: set[str], reason: str,
-                tasks: list[Task] | None = None) -> None:
-        """Reopen what the tracker newly marks done, but `keep`, with a note and an event.
-        `tasks`: the tracker's tasks if just read (else it is read here)."""
         try:
-            known = rec.done_before | keep
-            ticked = newly_done(tasks if tasks is not None else tracker.load(), known)
+            ticked = newly_done(tracker.load(), rec.done_before | keep)
         except TrackerError as exc:
             log.warning("could not read the tracker to check what was marked done: %s", exc)
             return
-        for task in ticked:
-            self._mark(tracker, task, "open", None)
-            self._note(f"Ralph reopened task {task.id} ({task.title}): {reason}.")
-            self.emit("task.reopened", {"task_id": task.id, "reason": reason})
+        self._reopen(tracker, ticked, f"the iteration ended before it was verified "
+                                      f"({rec.status})")
+
+    def _reopen(self, tracker: Tracker, tasks: list[Task], reason: str) -> None:
+        """Reopen `tasks` in the tracker; a tracker the agent broke is reported, not fatal."""
+        if tasks:
+            self._edited()
+        try:
+            reopen_tasks(tracker, tasks, reason=reason, emit=self.emit,
+                         progress=self.ctx.paths.root / self.ctx.config.files.progress)
+        except TrackerError as exc:
+            log.warning("could not reopen tasks in the tracker: %s", exc)
+            self.emit("loop.error", {"message": f"could not update the tracker: {exc}"})
 
     def _mark(self, tracker: Tracker, task: Task, status: TaskStatus, reason: str | None) -> None:
         """Update the tracker; a tracker the agent broke is reported, not fatal (state.json
@@ -435,6 +434,15 @@ class Iteration:
 def newly_done(tasks: list[Task], known: set[str]) -> list[Task]:
     """The tasks marked done that are not in `known`."""
     return [t for t in tasks if t.status == "done" and t.id not in known]
+
+
+def reopen_tasks(tracker: Tracker, tasks: list[Task], *, reason: str, progress: Path,
+                 emit: EventSink) -> None:
+    """Mark each task open again, with why in progress.md and a `task.reopened` event."""
+    for task in tasks:
+        tracker.set_status(task.id, "open", None)
+        note_progress(progress, f"Ralph reopened task {task.id} ({task.title}): {reason}.")
+        emit("task.reopened", {"task_id": task.id, "reason": reason})
 
 
 def note_progress(path: Path, line: str) -> None:
@@ -520,4 +528,4 @@ def _pid() -> int:
     return os.getpid()
 
 
-__all__ = ["AgentError", "Iteration", "LoopContext", "nothing_to_do", "ready_task"]
+__all__ = ["AgentError", "Iteration", "LoopContext", "nothing_to_do"]

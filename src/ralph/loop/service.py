@@ -34,8 +34,8 @@ from ralph.loop.iteration import (
     LoopContext,
     last_iteration,
     newly_done,
-    note_progress,
     now_ts,
+    reopen_tasks,
 )
 from ralph.loop.lock import ProjectLock
 from ralph.loop.models import (
@@ -47,10 +47,11 @@ from ralph.loop.models import (
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.ratelimit import HOUR_S
 from ralph.loop.state import ActiveRun, InFlight, LoopState, load_state, save_state
-from ralph.loop.status import StatusSource, project_status, ready_task
+from ralph.loop.status import StatusSource, project_status
 from ralph.proc import group_alive, kill_group
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
+from ralph.tracker import next_task
 
 T = TypeVar("T")
 log = logging.getLogger("ralph.loop")
@@ -155,8 +156,7 @@ class LoopService:
             if max_iterations is not None and max_iterations < 1:
                 raise LoopError("max iterations must be at least 1")
             await self.check(agent)
-            if self._closed_because is not None:
-                raise LoopClosed(f"{self._closed_because}: no new step or run starts")
+            self._check_open()  # the face may have closed during the check
             if self._lock.is_held_elsewhere():
                 raise self._busy_elsewhere()
         except BaseException:
@@ -277,7 +277,7 @@ class LoopService:
                 if ok:
                     return "complete", f"all {len(tasks)} tasks are verified done", count
                 return "error", why, count
-            if ready_task(tasks, ctx.state) is None:
+            if next_task(tasks) is None:
                 return "no_progress", "every remaining task is blocked", count
             if count >= limit:
                 return "max_iterations", f"reached the limit of {limit} iterations", count
@@ -503,19 +503,20 @@ class LoopService:
         reason = "the process running its iteration died before it was verified"
         try:
             tracker = ctx.tracker()
-            for task in newly_done(tracker.load(), set(flight.done_before)):
-                tracker.set_status(task.id, "open", None)
-                note_progress(self.paths.root / self.config.files.progress,
-                              f"Ralph reopened task {task.id} ({task.title}): {reason}.")
-                emit("task.reopened", {"task_id": task.id, "reason": reason})
+            reopen_tasks(tracker, newly_done(tracker.load(), set(flight.done_before)),
+                         reason=reason, emit=emit,
+                         progress=self.paths.root / self.config.files.progress)
         except (RalphError, OSError) as exc:
             log.warning("could not reopen what the interrupted iteration marked done: %s", exc)
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _check_idle(self) -> None:
+    def _check_open(self) -> None:
         if self._closed_because is not None:
             raise LoopClosed(f"{self._closed_because}: no new step or run starts")
+
+    def _check_idle(self) -> None:
+        self._check_open()
         if self._active_run_id is not None:
             raise LoopBusy(f"run {self._active_run_id} is active: stop it first",
                            self._active_run_id)

@@ -14,15 +14,12 @@ from ralph.loop.state import LoopState, load_state
 from ralph.tracker import Task, next_task, open_tracker
 
 
-def ready_task(tasks: list[Task], state: LoopState) -> Task | None:
-    """The next task. The tracker says what is blocked: a block this loop set is marked there
-    too (and marked again if an agent takes it off), so a task the user reopens in the
-    tracker is no longer blocked, whatever state.json remembers."""
-    return next_task(tasks)
-
-
 def stale_blocks(tasks: list[Task], state: LoopState) -> list[str]:
-    """Tasks state.json holds blocked that the tracker no longer marks blocked."""
+    """Tasks state.json holds blocked that the tracker no longer marks blocked.
+
+    The tracker says what is blocked (the next task is `next_task(tasks)`): a block this
+    loop sets is marked there too, and marked again if an agent takes it off, so a task the
+    user reopens in the tracker is no longer blocked, whatever state.json remembers."""
     status = {t.id: t.status for t in tasks}
     return [tid for tid, ts in state.tasks.items()
             if ts.blocked and tid in status and status[tid] != "blocked"]
@@ -79,7 +76,7 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
     running = active_run_id is not None or (
         state.active_run is not None and ProjectLock(paths.lock).is_held_elsewhere())
     active = state.active_run if state.active_run is not None and running else None
-    nxt = ready_task(tasks, state)
+    nxt = next_task(tasks)
     blocked = [BlockedTask(task_id=t.id, title=t.title,
                            reason=t.blocked_reason or state_block(state, t))
                for t in tasks if t.status == "blocked"]

@@ -6,15 +6,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ralph.store.frame import STREAM_SUFFIX as SUFFIX
-from ralph.store.frame import LineError, decode_line
+from ralph.store.frame import STREAM_SUFFIX, LineError, decode_line
 
 _TAIL_CHUNK = 64 * 1024
 
 
 def stream_path(root: Path, stream: str) -> Path:
     """`runs/run_01H` lives in `<root>/runs/run_01H.jsonl` (names are checked by check_stream)."""
-    return root / (stream + SUFFIX)
+    return root / (stream + STREAM_SUFFIX)
 
 
 def list_streams(root: Path) -> Iterator[tuple[str, Path]]:
@@ -29,9 +28,9 @@ def list_streams(root: Path) -> Iterator[tuple[str, Path]]:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(Path(entry.path))
-                elif entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                elif entry.name.endswith(STREAM_SUFFIX) and not entry.name.startswith("."):
                     path = Path(entry.path)
-                    found.append((path.relative_to(root).as_posix()[: -len(SUFFIX)], path))
+                    found.append((path.relative_to(root).as_posix()[: -len(STREAM_SUFFIX)], path))
     yield from sorted(found)
 
 
