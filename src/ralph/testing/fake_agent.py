@@ -10,6 +10,10 @@ a list of steps, one per attempt (the last one repeats). A step may:
      "print": ["lines"], "stderr": ["lines"], "print_bytes": 1000000,
      "exit_signal": true, "exit_code": 0, "sleep": 0.5,
      "spawn": 30,                       # leave a grandchild sleeping that long (tree kill tests)
+     "daemon": {"how": "setsid", "seconds": 60, "pid_file": "/tmp/d.pid"},
+                                        # leave a process that escapes the agent's process
+                                        # group: "setsid", "double_fork" or "nohup" (its pid
+                                        # is written to pid_file once it runs)
      "rate_limit": 2, "retry_after": 1, # the first N calls answer HTTP 429 and exit 1
      "commit": "message"}               # commit the change itself, as some agents do
 
@@ -86,6 +90,8 @@ def _play(step: dict[str, Any], task_id: str, prd: Path) -> int:
     if step.get("spawn"):
         subprocess.Popen(["sleep", str(step["spawn"])])
         print(f"child-pid {os.getpid()}", flush=True)
+    if step.get("daemon"):
+        _daemon(step["daemon"])
     time.sleep(float(step.get("sleep", 0)))
     for path, content in step.get("write", {}).items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +121,40 @@ def _play(step: dict[str, Any], task_id: str, prd: Path) -> int:
         print(f"EXIT_SIGNAL: {str(step['exit_signal']).lower()}")
     sys.stdout.flush()
     return int(step.get("exit_code", 0))
+
+
+def _daemon(spec: dict[str, Any]) -> None:
+    """Leave a process behind the way real tools do: a new session (`setsid`), a double
+    fork (the grandchild's parent exits, so it is orphaned into a session of its own), or
+    `nohup ... &` (same group, SIGHUP ignored). It writes its pid to `pid_file`, then sleeps."""
+    how = spec.get("how", "setsid")
+    seconds = float(spec.get("seconds", 60))
+    pid_file = str(spec["pid_file"])
+    body = (f"import os, time; open({pid_file!r} + '.tmp', 'w').write(str(os.getpid())); "
+            f"os.replace({pid_file!r} + '.tmp', {pid_file!r}); time.sleep({seconds})")
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
+             "stderr": subprocess.DEVNULL}
+    if how == "setsid":
+        subprocess.Popen([sys.executable, "-c", body], start_new_session=True, **quiet)
+    elif how == "nohup":
+        subprocess.Popen(["nohup", sys.executable, "-c", body], **quiet)
+    elif how == "double_fork":
+        pid = os.fork()
+        if pid == 0:  # the intermediate child: a new session, fork again, exit at once
+            os.setsid()
+            if os.fork() == 0:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                os.execv(sys.executable, [sys.executable, "-c", body])
+            os._exit(0)
+        os.waitpid(pid, 0)
+    else:
+        raise SystemExit(f"fake_agent: unknown daemon kind {how!r}")
+    deadline = time.monotonic() + 10
+    while not Path(pid_file).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print(f"left a {how} daemon", flush=True)
 
 
 def _tick(prd: Path, task_id: str) -> None:
