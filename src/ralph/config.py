@@ -173,6 +173,18 @@ def _not_blank(command: str) -> str:
     return command
 
 
+def _relative_glob(pattern: str) -> str:
+    if not pattern.strip():
+        raise PydanticCustomError("blank_pattern", "a protected pattern must not be blank")
+    parts = pattern.replace("\\", "/").split("/")
+    if pattern.startswith("/") or ".." in parts or "\0" in pattern:
+        raise PydanticCustomError(
+            "outside_pattern",
+            "{pattern} must be relative to the project root, without '..'",
+            {"pattern": repr(pattern)})
+    return pattern
+
+
 class GatesConfig(_Section):
     """Checks that decide whether an iteration's work is good, run after every iteration."""
 
@@ -181,6 +193,14 @@ class GatesConfig(_Section):
     one, which would pass without checking anything, is refused)."""
     timeout_seconds: int = Field(default=900, gt=0)
     """A gate command is stopped (and fails) after this long."""
+    protected: list[Annotated[str, AfterValidator(_relative_glob)]] = Field(
+        default_factory=list)
+    """Globs of paths the agent must not change (`tests/**`, `fixtures/*.json`), besides
+    ralph.toml, the PROMPT files and the tracked files the gate commands name; whatever the
+    agent changes there is put back before the gates run, and the attempt fails."""
+    protect_gate_files: bool = True
+    """Protect every tracked file or directory a gate command names on its command line
+    (`sh gate.sh` protects gate.sh, `pytest tests/unit` everything under tests/unit)."""
 
 
 class JudgeConfig(_Section):

@@ -18,8 +18,9 @@ import os
 import shutil
 import tempfile
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ralph.errors import RalphError
 from ralph.proc import ProcessError, ProcessResult, run_process
@@ -87,10 +88,20 @@ class WorkTree:
     branch: str | None
     changes: tuple[tuple[str, str], ...]
     fingerprint: str
+    stamps: Mapping[str, str] = field(default_factory=dict)
+    """Each changed path's `code:size:mtime_ns` (`code:gone` once deleted): a path whose
+    stamp differs between two snapshots was changed in between."""
 
     @property
     def clean(self) -> bool:
         return not self.changes
+
+    def touched_since(self, earlier: WorkTree) -> list[str]:
+        """Paths changed between `earlier` and this snapshot, as far as git status shows
+        them: new, gone or restored, or with another status, size or mtime (a commit in
+        between is not looked into: compare `head`s)."""
+        return sorted(path for path in self.stamps.keys() | earlier.stamps.keys()
+                      if self.stamps.get(path) != earlier.stamps.get(path))
 
     def short(self) -> str:
         return "\n".join(f"{code} {path}" for code, path in self.changes)
@@ -106,41 +117,49 @@ class Git:
         self._ignore_key: tuple[int, int] | None = None
         self._unignored: list[str] = []
 
-    async def snapshot(self, *, exclude: Sequence[str] = ()) -> WorkTree:
+    async def snapshot(self, *, exclude: Sequence[str] = (),
+                       untracked: Literal["all", "normal"] = "all") -> WorkTree:
         """HEAD, branch and changes in one git call (the loop takes one before and one after
-        each agent run: it is on every iteration's path)."""
+        each agent run: it is on every iteration's path). `untracked="normal"` lists a
+        directory holding only untracked files as the one entry `dir/`."""
         _, out = await self._run(
-            ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--",
-             *_excludes(exclude)], whole=True)
+            ["status", "--porcelain=v2", "--branch", "-z", f"--untracked-files={untracked}",
+             "--", *_excludes(exclude)], whole=True)
         head: str | None = None
         branch: str | None = None
         changes: list[tuple[str, str]] = []
         fields = iter(bytes(out.stdout).split(b"\0"))
-        for field in fields:
-            if field.startswith(b"# branch.oid "):
-                oid = field[13:].decode()
+        for entry in fields:
+            if entry.startswith(b"# branch.oid "):
+                oid = entry[13:].decode()
                 head = None if oid == "(initial)" else oid
-            elif field.startswith(b"# branch.head "):
-                name = os.fsdecode(field[14:])
+            elif entry.startswith(b"# branch.head "):
+                name = os.fsdecode(entry[14:])
                 branch = None if name == "(detached)" else name
-            elif field.startswith((b"1 ", b"u ")):
-                parts = field.split(b" ", 8 if field[0:1] == b"1" else 10)
+            elif entry.startswith((b"1 ", b"u ")):
+                parts = entry.split(b" ", 8 if entry[0:1] == b"1" else 10)
                 changes.append((parts[1].decode().replace(".", " "), os.fsdecode(parts[-1])))
-            elif field.startswith(b"2 "):
-                parts = field.split(b" ", 9)
+            elif entry.startswith(b"2 "):
+                parts = entry.split(b" ", 9)
                 changes.append((parts[1].decode().replace(".", " "), os.fsdecode(parts[-1])))
-                next(fields, None)  # the rename's original path
-            elif field.startswith(b"? "):
-                changes.append(("??", os.fsdecode(field[2:])))
+                # The rename's original path: gone from where it was, a change of its own
+                # (a commit of the new path alone would leave its removal staged).
+                original = next(fields, None)
+                if original:
+                    changes.append(("D ", os.fsdecode(original)))
+            elif entry.startswith(b"? "):
+                changes.append(("??", os.fsdecode(entry[2:])))
         digest = hashlib.sha256(f"{head}\0{branch}\0".encode())
+        stamps: dict[str, str] = {}
         for code, path in changes:
             try:
                 st = (self.root / path).lstat()
                 stamp = f"{st.st_size}:{st.st_mtime_ns}"
             except OSError:
                 stamp = "gone"
+            stamps[path] = f"{code}:{stamp}"
             digest.update(f"{code}\0{path}\0{stamp}\0".encode("utf-8", "surrogateescape"))
-        return WorkTree(head, branch, tuple(changes), digest.hexdigest())
+        return WorkTree(head, branch, tuple(changes), digest.hexdigest(), stamps)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -205,9 +224,10 @@ class Git:
         return not out.stdout
 
     async def diff(self, *, base: str | None = None, max_bytes: int = 200_000,
-                   exclude: Sequence[str] = ()) -> str:
+                   exclude: Sequence[str] = (), paths: Sequence[str] = ()) -> str:
         """The work tree against `base` (default HEAD; the empty tree before the first commit),
-        untracked files included as new files, at most `max_bytes` of it.
+        untracked files included as new files, at most `max_bytes` of it; only `paths`
+        (literal, repo-relative) when given.
 
         Untracked files are marked intent-to-add in a copy of the index (GIT_INDEX_FILE), so
         `git diff` shows their content while the real index stays untouched. A longer diff is
@@ -228,9 +248,9 @@ class Git:
             if real_index.is_file():
                 await asyncio.to_thread(shutil.copyfile, real_index, index)
             env = {"GIT_INDEX_FILE": str(index)}
+            scope = [*_literal(paths), *_excludes(exclude)]
             _, untracked = await self._run(
-                ["ls-files", "-z", "--others", "--exclude-standard", "--",
-                 *_excludes(exclude)],
+                ["ls-files", "-z", "--others", "--exclude-standard", "--", *scope],
                 env=env, whole=True)
             if untracked.stdout:
                 await self._run(
@@ -239,7 +259,7 @@ class Git:
                     env=env, stdin=bytes(untracked.stdout))
             _, out = await self._run(
                 ["diff", "--no-color", "--no-ext-diff", "--no-textconv", revision, "--",
-                 *_excludes(exclude)],
+                 *scope],
                 env=env, stdout_limit=max_bytes + 1)
         if out.stdout_total <= max_bytes:
             return bytes(out.stdout).decode("utf-8", errors="replace")
@@ -286,12 +306,83 @@ class Git:
         user.name / user.email, "Ralph" / "ralph@localhost" are passed with `-c` for this
         commit only; the config is never written.
         """
-        if not message.strip():
-            raise GitError("commit message is empty")
+        _check_message(message)
+        await self._run(["add", "-A"])
+        await self._unstage_excluded(exclude)
+        return await self._commit(message)
+
+    async def stage(self, paths: Sequence[str], *, exclude: Sequence[str] = ()) -> None:
+        """Stage exactly `paths` (repo-relative, as `snapshot` lists them): new and changed
+        files as they are, deleted ones removed; a path in neither the work tree nor the
+        index is skipped. Then unstage excluded paths an agent may have staged itself.
+
+        `git update-index --add --remove` rather than `git add`: it skips such paths instead
+        of failing on them (the original of a rename, an untracked file already gone)."""
+        if paths:
+            await self._run(["update-index", "--add", "--remove", "-z", "--stdin"],
+                            stdin=_nul_list(paths))
+        await self._unstage_excluded(exclude)
+
+    async def commit_staged(self, message: str) -> str | None:
+        """Commit what the index holds (see `stage`); the new sha, or None if it holds no
+        change. Hooks and identity as in `commit_all`."""
+        _check_message(message)
+        return await self._commit(message)
+
+    async def commit_paths(self, message: str, paths: Sequence[str]) -> str | None:
+        """Commit exactly `paths` (new, changed or deleted), whatever else the index holds,
+        which stays staged as it was (`git commit --only`)."""
+        _check_message(message)
+        if not paths:
+            return None
+        await self.stage(paths)
+        return await self._commit(message, only=paths)
+
+    async def restore(self, paths: Sequence[str], *, source: str) -> None:
+        """Put `paths` (literal; each must exist in `source`) back to their content in commit
+        `source`, in the work tree and the index."""
+        _check_rev(source)
+        if paths:
+            await self._run(["--literal-pathspecs", "restore", f"--source={source}", "--staged",
+                             "--worktree", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                            stdin=_nul_list(paths))
+
+    async def unstage_new(self, paths: Sequence[str]) -> None:
+        """Drop `paths` from the index where they are (files the work tree no longer has)."""
+        if paths:
+            await self._run(["--literal-pathspecs", "rm", "--cached", "-q", "--ignore-unmatch",
+                             "--pathspec-from-file=-", "--pathspec-file-nul"],
+                            stdin=_nul_list(paths))
+
+    async def files_in(self, revision: str, paths: Sequence[str]) -> list[str]:
+        """The files of commit `revision` at or below `paths` (literal, repo-relative)."""
+        _check_rev(revision)
+        if not paths:
+            return []
+        _, out = await self._run(["ls-tree", "-r", "-z", "--name-only", "--full-tree", revision,
+                                  "--", *_literal(paths)], whole=True)
+        return [os.fsdecode(p) for p in bytes(out.stdout).split(b"\0") if p]
+
+    async def changed_since(self, revision: str, pathspecs: Sequence[str]) -> list[str]:
+        """Paths whose work-tree content differs from commit `revision` among files git knows
+        (in `revision` or the index), matching git `pathspecs` (magic allowed); untracked
+        files are not included (the caller has them from `snapshot`)."""
+        _check_rev(revision)
+        _, out = await self._run(["diff", "--name-only", "-z", "--no-renames", revision, "--",
+                                  *pathspecs], whole=True)
+        return [os.fsdecode(p) for p in bytes(out.stdout).split(b"\0") if p]
+
+    async def ignored_files(self, pathspecs: Sequence[str]) -> list[str]:
+        """Untracked files that .gitignore (or another exclude file) hides, matching git
+        `pathspecs`: what `snapshot` cannot see."""
+        _, out = await self._run(["ls-files", "-z", "--others", "--ignored",
+                                  "--exclude-standard", "--", *pathspecs], whole=True)
+        return [os.fsdecode(p) for p in bytes(out.stdout).split(b"\0") if p]
+
+    async def _unstage_excluded(self, exclude: Sequence[str]) -> None:
         # Stage everything, then unstage the excluded paths: naming them in `git add` (even as
         # exclude pathspecs) makes git fail when they are also ignored, as Ralph's runtime
         # files usually are. Paths .gitignore already covers need no unstaging.
-        await self._run(["add", "-A"])
         unignored = await self._not_ignored(exclude)
         if unignored:
             literal = [f":(literal){p}" for p in unignored]
@@ -300,12 +391,16 @@ class Git:
                                  *literal])
             else:
                 await self._run(["reset", "-q", "--", *literal])
+
+    async def _commit(self, message: str, *, only: Sequence[str] = ()) -> str | None:
         identity = await self._commit_identity()
         with tempfile.TemporaryDirectory(prefix="ralph-git-") as scratch:
             message_file = Path(scratch) / "message"
             message_file.write_text(message, encoding="utf-8")
             result, out = await self._run(
-                [*identity, "commit", "-q", "--cleanup=whitespace", "-F", str(message_file)],
+                [*identity, *(["--literal-pathspecs"] if only else []), "commit", "-q",
+                 "--cleanup=whitespace", "-F", str(message_file),
+                 *(["--only", "--", *only] if only else [])],
                 ok=(0, 1), error_lines=_ERROR_LINES, label="git commit")
         if result.exit_code == 1:
             said = bytes(out.stdout) + bytes(out.stderr)
@@ -422,6 +517,29 @@ def _excludes(paths: Sequence[str]) -> list[str]:
             raise ValueError(f"invalid exclude path: {path!r}")
         specs.append(f":(exclude,literal){path}")
     return specs
+
+
+def _literal(paths: Sequence[str]) -> list[str]:
+    """Literal pathspecs (no wildcards) for repo-relative `paths`."""
+    specs = []
+    for path in paths:
+        if not path or "\0" in path:
+            raise ValueError(f"invalid path: {path!r}")
+        specs.append(f":(literal){path}")
+    return specs
+
+
+def _nul_list(paths: Sequence[str]) -> bytes:
+    """Paths for `--pathspec-from-file=- --pathspec-file-nul` (any number, any bytes)."""
+    for path in paths:
+        if not path or "\0" in path:
+            raise ValueError(f"invalid path: {path!r}")
+    return b"\0".join(os.fsencode(p) for p in paths) + b"\0"
+
+
+def _check_message(message: str) -> None:
+    if not message.strip():
+        raise GitError("commit message is empty")
 
 
 def _check_rev(rev: str) -> None:

@@ -433,18 +433,3 @@ def test_state_json_cannot_be_written(project: Project, command: str,
     assert _lock_is_free(project)
     assert ralph(project, "status", "--json").json()["running"] is False
 
-
-# -- a dirty tree at start: a warning, and the run goes on -----------------------------------------
-
-
-@pytest.mark.parametrize("command", ["step", "run"])
-def test_dirty_tree_warns_and_goes_on(project: Project, command: str) -> None:
-    project.plan({"default": {"tick": True}})
-    (project.root / "scratch.txt").write_text("work in progress\n")
-    result = ralph(project, command, "--quiet")
-    assert result.code == 0, result.err
-    assert result.out == ""
-    lines = result.err.splitlines()
-    assert len(lines) == 1, result.err
-    assert lines[0].startswith("warning: ") and "uncommitted changes" in lines[0]
-    assert "- [x] 1. First task" in project.read_prd()

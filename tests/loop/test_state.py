@@ -260,7 +260,7 @@ def test_state_stays_bounded_over_many_iterations(project: Project) -> None:
 
     state = json.loads(state_path.read_text())
     assert state["iteration_count"] == 30
-    assert state["tasks"] == {"1": {"attempts": 30, "failures": 30, "blocked": None}}
+    assert state["tasks"] == {"1": {"attempts": 30, "failures": 30, "blocked": None, "notes": []}}
     assert state["active_run"] is None and state["in_flight"] is None
     assert state["agent_starts"] == []
     assert state["last"]["iteration"] == 30

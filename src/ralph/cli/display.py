@@ -28,13 +28,23 @@ class RunDisplay:
         self._status: Status | None = None
         self._started = 0.0
         self._task = ""
+        self._run_id: str | None = None
+        self._errors: set[str] = set()  # messages shown once, not repeated
         if replay_note:
             self.console.print(replay_note)
 
     def __call__(self, frame: Frame) -> None:
+        # Frames of other runs (what a start's recovery records of a dead run) are not this
+        # run's story: the recovery says what it found in one line of its own.
+        if frame.topic != "run.started" and frame.meta.get("run_id") != self._run_id:
+            return
         handler = getattr(self, "_on_" + frame.topic.replace(".", "_"), None)
         if handler is not None:
             handler(frame.meta)
+
+    def showed(self, message: str) -> bool:
+        """True if this display already printed `message` as an error."""
+        return message in self._errors
 
     def close(self) -> None:
         if self._status is not None:
@@ -44,6 +54,7 @@ class RunDisplay:
     # -- events ----------------------------------------------------------------------------
 
     def _on_run_started(self, meta: dict[str, Any]) -> None:
+        self._run_id = meta.get("run_id")
         self._in_run = 0
         if meta.get("mode") == "run":
             self.max_iterations = meta.get("maxIterations")
@@ -90,25 +101,43 @@ class RunDisplay:
         self.console.print(f"  [red]blocked task {meta['task_id']}[/red]: "
                            f"{escape(meta['reason'])}")
 
+    def _on_protected_reverted(self, meta: dict[str, Any]) -> None:
+        changes = ", ".join(f"{c['path']} ({c['change']})" for c in meta["changes"][:5])
+        more = f" and {len(meta['changes']) - 5} more" if len(meta["changes"]) > 5 else ""
+        self.console.print(f"  [yellow]put back protected paths[/yellow]: "
+                           f"{escape(changes + more)}")
+
     def _on_iteration_finished(self, meta: dict[str, Any]) -> None:
         self.close()
         if meta["verified"]:
             verdict = "[green]verified done[/green]"
         else:
             verdict = f"[yellow]{meta['status'].replace('_', ' ')}[/yellow]"
-        why = f": {escape(meta['reason'])}" if meta.get("reason") else ""
+        reason = meta.get("reason")
+        # An iteration that ended in an error is followed by the loop's error line, which
+        # says why: shown once.
+        shown = meta["status"] == "error" or reason in self._errors
+        why = f": {escape(reason)}" if reason and not shown else ""
         commit = f"  commit {meta['commit'][:10]}" if meta.get("commit") else ""
         self.console.print(f"  {verdict}{why}  ({meta['duration_seconds']:.1f} s){commit}")
 
+    def _on_loop_warning(self, meta: dict[str, Any]) -> None:
+        self.console.print(f"[yellow]warning[/yellow]: {escape(meta['message'])}")
+
     def _on_loop_error(self, meta: dict[str, Any]) -> None:
+        if meta["message"] in self._errors:
+            return
+        self.close()
+        self._errors.add(meta["message"])
         self.console.print(f"  [red]error[/red]: {escape(meta['message'])}")
 
     def _on_run_stopped(self, meta: dict[str, Any]) -> None:
         self.close()
         done = (f"; {meta['done']}/{meta['total']} tasks done"
                 if meta.get("done") is not None and meta.get("total") is not None else "")
-        self.console.print(f"[bold]run stopped[/bold]: {meta['reason']} "
-                           f"({escape(str(meta.get('message', '')))}){done}")
+        message = str(meta.get("message", ""))
+        said = f" ({escape(message)})" if message and message not in self._errors else ""
+        self.console.print(f"[bold]run stopped[/bold]: {meta['reason']}{said}{done}")
 
     def _live(self, what: str) -> None:
         if not self.console.is_terminal:

@@ -6,6 +6,7 @@ needs (config, tracker, state), not the agents, gates and git machinery."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ EXIT_DONE = 0
 EXIT_INCOMPLETE = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C or SIGTERM, as ralph.cli.main reports an interrupt
+EXIT_HANGUP = 129  # stopped because the terminal went away (SIGHUP): 128 + 1, as shells say
 
 T = TypeVar("T")
 
@@ -35,7 +37,22 @@ AgentOption = Annotated[str | None, typer.Option(
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
 CleanOption = Annotated[bool, typer.Option(
-    "--require-clean", help="Refuse to start with uncommitted changes.")]
+    "--require-clean", help="Refuse to start with any uncommitted change, even to Ralph's "
+                            "own project files (which are otherwise committed first).")]
+DirtyOption = Annotated[bool, typer.Option(
+    "--allow-dirty", help="Start even with changes Ralph did not make: they are committed "
+                          "first, on their own.")]
+
+
+class _Stop:
+    """Which signal stopped the command, if any (SIGHUP exits 129, the others 130)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_HANGUP if self.signal == signal.SIGHUP else EXIT_INTERRUPTED
 
 
 def _service(quiet: bool, max_iterations: int | None = None) -> tuple[LoopService, RunDisplay |
@@ -47,34 +64,52 @@ def _service(quiet: bool, max_iterations: int | None = None) -> tuple[LoopServic
     return LoopService(find_project_root(), observer=display), display
 
 
-def _drive(service: LoopService, work: Callable[[], Awaitable[T]]) -> T:
-    """Run `work` with Ctrl-C and SIGTERM turned into a stop request (a second Ctrl-C
-    interrupts at once)."""
+def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop) -> T:
+    """Run `work` with Ctrl-C, SIGTERM and SIGHUP turned into a stop request (a second
+    Ctrl-C interrupts at once). After SIGHUP the terminal is gone: output that would go to
+    it goes nowhere instead of failing."""
     async def main() -> T:
         loop = asyncio.get_running_loop()
 
-        def stop() -> None:
+        def on_signal(signum: int) -> None:
+            stop.signal = stop.signal or signum
+            if signum == signal.SIGHUP:
+                _detach_from_terminal()
             service.stop()
-            loop.remove_signal_handler(signal.SIGINT)
+            if signum == signal.SIGINT:
+                loop.remove_signal_handler(signal.SIGINT)
 
-        loop.add_signal_handler(signal.SIGINT, stop)
-        loop.add_signal_handler(signal.SIGTERM, service.stop)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(signum, on_signal, signum)
         try:
             return await work()
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
-            loop.remove_signal_handler(signal.SIGTERM)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.remove_signal_handler(signum)
 
     try:
         return asyncio.run(main())
-    except asyncio.CancelledError:  # a step stopped by Ctrl-C or SIGTERM: interrupted (130)
-        raise KeyboardInterrupt from None
+    except asyncio.CancelledError:  # a step stopped by a signal: interrupted
+        raise typer.Exit(stop.exit_code) from None
+
+
+def _detach_from_terminal() -> None:
+    """Point stdout and stderr at /dev/null where they are the (closed) terminal."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in (1, 2):
+            if os.isatty(fd):
+                os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _with_service(quiet: bool, max_iterations: int | None,
-                  work: Callable[[LoopService], Awaitable[T]]) -> T:
-    """Open the loop service, run `work` on it (Ctrl-C = stop), close it; a RalphError
-    becomes one `error:` line and exit code 2 (NothingToDo is left to the caller)."""
+                  work: Callable[[LoopService], Awaitable[T]],
+                  stop: _Stop) -> tuple[T, RunDisplay | None]:
+    """Open the loop service, run `work` on it (Ctrl-C = stop), close it; the result and
+    the display. A RalphError becomes one `error:` line (unless the display showed it) and
+    exit code 2 (NothingToDo is left to the caller)."""
     from ralph.loop import NothingToDo
 
     try:
@@ -83,11 +118,12 @@ def _with_service(quiet: bool, max_iterations: int | None,
         error_line(str(exc))
         raise typer.Exit(EXIT_ERROR) from None
     try:
-        return _drive(service, lambda: work(service))
+        return _drive(service, lambda: work(service), stop), display
     except NothingToDo:
         raise
     except RalphError as exc:
-        error_line(str(exc))
+        if display is None or not display.showed(str(exc)):
+            error_line(str(exc))
         raise typer.Exit(EXIT_ERROR) from None
     finally:
         if display is not None:
@@ -96,14 +132,17 @@ def _with_service(quiet: bool, max_iterations: int | None,
 
 
 def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption = False,
-         require_clean: CleanOption = False) -> None:
+         require_clean: CleanOption = False, allow_dirty: DirtyOption = False) -> None:
     """Run exactly one iteration: a fresh agent on the next task, then the verdict.
 
-    Exit code: 0 the task was verified done, 1 it was not, 2 an error."""
+    Exit code: 0 the task was verified done, 1 it was not, 2 an error, 130 stopped (Ctrl-C,
+    SIGTERM), 129 the terminal closed (SIGHUP)."""
     from ralph.loop import NothingToDo
 
+    stop = _Stop()
     try:
-        result = _with_service(quiet, 1, lambda s: s.step(agent, require_clean=require_clean))
+        result, _ = _with_service(quiet, 1, lambda s: s.step(
+            agent, require_clean=require_clean, allow_dirty=allow_dirty), stop)
     except NothingToDo as exc:
         if json:
             write_json({"nothing_to_do": True, "complete": exc.complete, "message": str(exc)})
@@ -120,20 +159,22 @@ def run(agent: AgentOption = None,
             "--max-iterations", min=1, help="Stop after N iterations (default: "
                                             "loop.max_iterations).")] = None,
         json: JsonOption = False, quiet: QuietOption = False,
-        require_clean: CleanOption = False) -> None:
+        require_clean: CleanOption = False, allow_dirty: DirtyOption = False) -> None:
     """Loop until every task is verified done (or no progress, the iteration limit, a stop).
 
-    Exit code: 0 complete, 1 incomplete, 2 error, 130 stopped (Ctrl-C, SIGTERM)."""
-    outcome = _with_service(quiet, max_iterations, lambda s: s.run(
-        agent, max_iterations, require_clean=require_clean))
-    if outcome.reason == "error":
+    Exit code: 0 complete, 1 incomplete, 2 error, 130 stopped (Ctrl-C, SIGTERM), 129 the
+    terminal closed (SIGHUP)."""
+    stop = _Stop()
+    outcome, display = _with_service(quiet, max_iterations, lambda s: s.run(
+        agent, max_iterations, require_clean=require_clean, allow_dirty=allow_dirty), stop)
+    if outcome.reason == "error" and (display is None or not display.showed(outcome.message)):
         error_line(outcome.message)
     if json:
         write_json(outcome.model_dump(mode="json"))
     if outcome.reason == "complete":
         raise typer.Exit(EXIT_DONE)
     if outcome.reason == "stopped":
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise typer.Exit(stop.exit_code)
     raise typer.Exit(EXIT_ERROR if outcome.reason == "error" else EXIT_INCOMPLETE)
 
 

@@ -27,3 +27,13 @@ class NothingToDo(LoopError):
 
 class LoopClosed(LoopError):
     """The service is shutting down (its face is closing): no new step or run starts."""
+
+
+class AgentUnusable(LoopError):
+    """The agent cannot work here and no retry would change that (it cannot start, is not
+    logged in, or its CLI rejects its configuration): the run stops with reason `error`,
+    without counting an attempt. `outcome` is the agent run that showed it, if it ran."""
+
+    def __init__(self, message: str, outcome: object = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome

@@ -17,22 +17,25 @@ from typing import Any
 
 import orjson
 
+from ralph.agents import adapter_for
 from ralph.agents.base import AgentError
 from ralph.agents.runner import AgentOutcome, run_agent
 from ralph.config import Config, ResolvedAgent
 from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_bytes, atomic_write_text
-from ralph.git import Git
+from ralph.git import Git, WorkTree
 from ralph.loop.checks import CheckResult, judge_verdict, review_verdict
-from ralph.loop.errors import LoopError, NothingToDo
+from ralph.loop.errors import AgentUnusable, LoopError, NothingToDo
 from ralph.loop.events import EventSink
 from ralph.loop.gates import GateReceipt, run_gates
 from ralph.loop.models import IterationStatus, LastIteration, StepResult
 from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.prompt import Memory, build_prompt
+from ralph.loop.protect import Change, Guard, describe
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
 from ralph.loop.status import stale_blocks
+from ralph.loop.worktree import agent_paths, covered, new_gate_outputs, remember_gate_outputs
 from ralph.store import Store
 from ralph.store.frame import format_ts
 from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
@@ -41,6 +44,8 @@ log = logging.getLogger("ralph.loop")
 
 RUNTIME = list(RUNTIME_PATHS)
 DIFF_CHARS = 100_000  # the diff shown to the judge and the reviewer
+# Agent run outcomes no retry can fix: the run stops instead of spending attempts on them.
+UNUSABLE = ("auth_error", "config_error")
 
 
 def now_ts() -> str:
@@ -96,17 +101,7 @@ class Iteration:
         if task is None:
             raise nothing_to_do(tasks)
         done_before = sorted(t.id for t in tasks if t.status == "done")
-        # Numbers whose files exist are taken (state.json was reset after damage, say): the
-        # log and attempt record of an earlier iteration are never overwritten.
-        ctx.state.iteration_count += 1
-        while ctx.paths.log(ctx.state.iteration_count).exists():
-            ctx.state.iteration_count += 1
-        iteration = ctx.state.iteration_count
-        task_state = ctx.state.task(task.id)
-        task_state.attempts += 1
-        while ctx.paths.attempt_file(task.id, f"{task.id}-{task_state.attempts}").exists():
-            task_state.attempts += 1
-        attempt_id = f"{task.id}-{task_state.attempts}"
+        iteration, attempt_id = self._take_numbers(task)
         started = now_ts()
         clock = time.monotonic()
         ctx.state.in_flight = InFlight(iteration=iteration, iteration_id=f"{iteration:06d}",
@@ -127,32 +122,68 @@ class Iteration:
         except asyncio.CancelledError:
             record.status = "stopped"
             record.reason = "stopped before the iteration finished"
-            self._reopen_unverified(tracker, record)
+            await self._keep_unfinished_work(tracker, record)
+            self._finish(record, clock)
+            raise
+        except AgentUnusable as exc:
+            # Not an attempt: nothing is counted or blocked, and the run stops. The agent
+            # that could not work changed nothing; a judge or reviewer that could not work
+            # leaves the worker's change, which is kept as this attempt's work.
+            record.status = "error"
+            record.reason = str(exc)
+            if record.outcome is None and isinstance(exc.outcome, AgentOutcome):
+                record.outcome = exc.outcome
+                record.return_code = exc.outcome.exit_code
+            if record.after is not None:
+                await self._keep_unfinished_work(tracker, record)
+            else:
+                self._reopen_unverified(tracker, record)
             self._finish(record, clock)
             raise
         except (RalphError, OSError) as exc:
             # The orchestrator could not go on (a missing prompt file, a log it cannot
-            # write): record the iteration as such, so that nothing is left in flight.
+            # write): record the iteration as such, so that nothing is left in flight, and
+            # keep what the agent did (a later start must not find it as a stranger's change).
             record.status = "error"
             record.reason = str(exc)
-            self._reopen_unverified(tracker, record)
+            await self._keep_unfinished_work(tracker, record)
             self._finish(record, clock)
             if isinstance(exc, OSError):
                 raise LoopError(f"iteration {iteration}: {exc}") from exc
             raise
         return self._finish(record, clock)
 
+    def _take_numbers(self, task: Task) -> tuple[int, str]:
+        """The next iteration number and the task's next attempt id. Numbers whose files
+        exist are taken (state.json was reset after damage, say): the log and attempt
+        record of an earlier iteration are never overwritten."""
+        ctx = self.ctx
+        ctx.state.iteration_count += 1
+        while ctx.paths.log(ctx.state.iteration_count).exists():
+            ctx.state.iteration_count += 1
+        task_state = ctx.state.task(task.id)
+        task_state.attempts += 1
+        while ctx.paths.attempt_file(task.id, f"{task.id}-{task_state.attempts}").exists():
+            task_state.attempts += 1
+        return ctx.state.iteration_count, f"{task.id}-{task_state.attempts}"
+
     async def _work(self, tracker: Tracker, rec: _Record) -> None:
         ctx, task = self.ctx, rec.task
         paths = ctx.paths
         before = await ctx.git.snapshot(exclude=RUNTIME)
+        rec.before = before
+        if ctx.state.in_flight is not None:  # saved with the agent's process group below
+            ctx.state.in_flight.head = before.head
         prompt = build_prompt(
             self._template(task), task, branch=before.branch,
             git_status=before.short(), memory=self._memory(),
             budget=ctx.config.loop.context_chars,
-            progress_tail=ctx.config.loop.progress_tail_chars)
+            progress_tail=ctx.config.loop.progress_tail_chars,
+            notes=ctx.state.task(task.id).notes)
         rec.context_dir = paths.context_dir(task.id, rec.attempt_id)
         rec.context_dir.mkdir(parents=True, exist_ok=True)
+        rec.guard = await Guard.begin(ctx.config, ctx.git, paths.root, before,
+                                      rec.context_dir / "protected")
         prompt_file = rec.context_dir / "prompt.md"
         atomic_write_text(prompt_file, prompt, durable=False)
         rec.log_path = paths.log(rec.iteration)
@@ -161,8 +192,13 @@ class Iteration:
         rec.exit_signal = outcome.exit_signal
         rec.return_code = outcome.exit_code
         after = await ctx.git.snapshot(exclude=RUNTIME)
+        rec.after = after
         rec.progress_by_agent = after.fingerprint != before.fingerprint  # files or commits
-        rec.tree_changed = not after.clean
+        # Before the gates: they judge the task's own work, on inputs the agent left alone.
+        await self._put_back_protected(rec, after)
+        self._undo_other_tracker_edits(tracker, rec)
+        if ctx.config.git.auto_commit:  # what the gates create is not the agent's work
+            await self._stage_agent_work(rec, after)
         await self._verify(tracker, rec, outcome)
         await self._settle(tracker, rec)
 
@@ -182,6 +218,8 @@ class Iteration:
                                       prompt_file=prompt_file, log_path=log_path,
                                       emit=self._role_emit(role), on_start=self._started,
                                       attach=self._attach())
+            if outcome.status in UNUSABLE:
+                raise AgentUnusable(unusable_message(self.agent, outcome), outcome)
             if outcome.status != "rate_limited":
                 return outcome
             if retries >= loop_cfg.rate_limit_max_retries:
@@ -243,7 +281,10 @@ class Iteration:
         rec.receipts_dir = receipts_dir
         rec.gates_ok = all(r.ok for r in rec.receipts)
         failed = [r for r in rec.receipts if not r.ok]
-        if not claimed:
+        if rec.protected:  # the gates ran on the inputs as they were, for the record
+            rec.reason = (f"the agent changed protected paths: {describe(rec.protected)} "
+                          "(put back)")
+        elif not claimed:
             rec.reason = "the tracker does not mark the task done"
         elif failed:
             first = failed[0]
@@ -288,21 +329,15 @@ class Iteration:
         """Reopen or block in the tracker, record in progress.md, commit, update counters."""
         ctx, task = self.ctx, rec.task
         task_state = ctx.state.task(task.id)
-        try:  # one read of the tracker for both checks (this runs every iteration)
-            tasks_now = tracker.load()
-        except TrackerError:
-            tasks_now = []  # reported where the tracker is read next
-        kept = self._keep_blocks(tracker, tasks_now)
-        self._reopen(tracker, newly_done(tasks_now, rec.done_before | {task.id, *kept}),
-                     f"marked done during the iteration of task {task.id}; a task is "
-                     "verified only in an iteration of its own")
         if rec.verified:
             task_state.blocked = None
+            task_state.notes = []
             self.emit("task.done", {"task_id": task.id, "title": task.title,
                                     "attempt_id": rec.attempt_id})
         else:
             if rec.claimed:
                 self._reopen(tracker, [task], rec.reason or "not verified")
+            task_state.notes = self._notes_for_next_attempt(rec)
             task_state.failures += 1
             if task_state.failures >= ctx.config.loop.max_attempts_per_task:
                 reason = (f"{task_state.failures} attempts failed; last: {rec.reason}")
@@ -312,18 +347,122 @@ class Iteration:
                 self._note(f"Ralph blocked task {task.id} ({task.title}): {reason}.")
                 self.emit("task.blocked", {"task_id": task.id, "reason": reason})
         rec.progress_made = rec.verified or rec.progress_by_agent
-        ctx.state.no_progress_streak = 0 if rec.progress_made else (
+        # A block moves the run on to another task: that is a change, not a stall.
+        ctx.state.no_progress_streak = 0 if rec.progress_made or rec.blocked else (
             ctx.state.no_progress_streak + 1)
-        if ctx.config.git.auto_commit and (rec.tree_changed or rec.edited):
-            message = ctx.config.git.format_commit_message(
-                task_id=task.id, title=task.title, iteration=rec.iteration)
-            if not rec.verified:
-                message += f" (attempt {task_state.attempts}, not verified: {rec.reason})"
-            rec.commit = await ctx.git.commit_all(message, exclude=RUNTIME)
-        # After a commit of everything (`add -A`) the tree is clean by construction; otherwise
-        # look (the gates may have left files, Ralph may have edited the tracker).
-        rec.repo_clean = rec.commit is not None or (
-            await ctx.git.snapshot(exclude=RUNTIME)).clean
+        await self._commit(rec)
+        rec.repo_clean = await self._repo_clean(rec)
+
+    def _notes_for_next_attempt(self, rec: _Record) -> list[str]:
+        notes = []
+        if rec.protected:
+            notes.append(f"Ralph put back your changes to protected paths: "
+                         f"{describe(rec.protected, limit=20)}. The gates judge your work "
+                         "with them as they are: change the code, not what checks it.")
+        return notes
+
+    # -- the tree: protected paths, the tracker, staging, commits ----------------------------
+
+    async def _put_back_protected(self, rec: _Record, after: WorkTree) -> None:
+        """Whatever the agent changed under a protected path goes back to its content at the
+        start of the iteration (recorded, with the agent's diff in the content store)."""
+        if rec.guard is None or rec.before is None:
+            return
+        changes = await rec.guard.changes(rec.before, after)
+        if not changes:
+            return
+        diff = await rec.guard.diff(changes)
+        await rec.guard.revert(changes)
+        rec.protected = changes
+        self.emit("protected.reverted", {
+            "task_id": rec.task.id, "attempt_id": rec.attempt_id,
+            "paths": [c.path for c in changes],
+            "changes": [{"path": c.path, "change": c.change} for c in changes]},
+            content=diff or None)
+        self._note(f"Ralph put back protected paths the agent changed in attempt "
+                   f"{rec.attempt_id} of task {rec.task.id}: {describe(changes, limit=20)}.")
+
+    def _undo_other_tracker_edits(self, tracker: Tracker, rec: _Record) -> None:
+        """Blocks the agent took off are put back, and ticks of other tasks reopened (a task
+        is verified only in an iteration of its own): the gates see the task's own tree."""
+        try:
+            tasks_now = tracker.load()
+        except TrackerError:
+            return  # reported where the tracker is read next
+        kept = self._keep_blocks(tracker, tasks_now)
+        self._reopen(tracker, newly_done(tasks_now, rec.done_before | {rec.task.id, *kept}),
+                     f"marked done during the iteration of task {rec.task.id}; a task is "
+                     "verified only in an iteration of its own")
+
+    async def _stage_agent_work(self, rec: _Record, after: WorkTree) -> None:
+        """Stage what the agent changed, taken now, before the gates, so that what they
+        create stays out of the commit."""
+        assert rec.before is not None
+        reverted = {c.path for c in rec.protected}
+        rec.staged = [p for p in agent_paths(rec.before, after, self.ctx.state.gate_outputs)
+                      if p not in reverted]
+        await self.ctx.git.stage([*rec.staged, *self._ralph_edits(rec)], exclude=RUNTIME)
+
+    def _ralph_edits(self, rec: _Record) -> list[str]:
+        """The files Ralph itself edited in this iteration (the tracker, progress.md)."""
+        if not rec.edited:
+            return []
+        files = self.ctx.config.files
+        return [f for f in (files.prd, files.progress) if (self.ctx.paths.root / f).exists()]
+
+    async def _commit(self, rec: _Record) -> None:
+        """Commit what was staged for this iteration, with Ralph's own edits since."""
+        ctx = self.ctx
+        if not ctx.config.git.auto_commit or not (rec.staged or rec.edited):
+            return
+        await ctx.git.stage(self._ralph_edits(rec), exclude=RUNTIME)
+        message = ctx.config.git.format_commit_message(
+            task_id=rec.task.id, title=rec.task.title, iteration=rec.iteration)
+        if not rec.verified:
+            attempt = ctx.state.task(rec.task.id).attempts
+            why = rec.reason or "not verified"
+            message += (f" (attempt {attempt}, not verified: {why})" if rec.status not in
+                        ("stopped", "error") else f" (attempt {attempt}, {rec.status}: {why})")
+        rec.commit = await ctx.git.commit_staged(message)
+
+    async def _repo_clean(self, rec: _Record) -> bool:
+        """No change is left uncommitted but the gates' outputs. After gates (or a judge or
+        reviewer) ran, one look at the tree finds what they created, remembered as gate
+        outputs; without them the answer follows from what was staged."""
+        ctx = self.ctx
+        outputs = ctx.state.gate_outputs
+        if rec.receipts or rec.judge_ok is not None or rec.review_ok is not None:
+            post = await ctx.git.snapshot(exclude=RUNTIME, untracked="normal")
+            if rec.after is not None:
+                remember_gate_outputs(ctx.state, new_gate_outputs(rec.after, post))
+            return all(covered(p, ctx.state.gate_outputs) for _, p in post.changes)
+        if rec.after is None:
+            return False
+        if not ctx.config.git.auto_commit:
+            return rec.after.clean and not rec.edited
+        staged = set(rec.staged)
+        return all(p in staged or covered(p, outputs) for _, p in rec.after.changes)
+
+    async def _keep_unfinished_work(self, tracker: Tracker, rec: _Record) -> None:
+        """An iteration that ends without a verdict (stopped, an orchestrator error): what
+        it left marked done is reopened, protected paths are put back, and the rest of what
+        the agent did is committed as this attempt's work, so that the next start finds a
+        clean tree (best effort: a failure here is reported, and the next start's recovery
+        or the user takes over)."""
+        self._reopen_unverified(tracker, rec)
+        ctx = self.ctx
+        if rec.before is None or not ctx.config.git.auto_commit or rec.commit is not None:
+            return
+        try:
+            after = await ctx.git.snapshot(exclude=RUNTIME)
+            if not rec.protected:
+                await self._put_back_protected(rec, after)
+            await self._stage_agent_work(rec, after)
+            rec.after = after
+            await self._commit(rec)
+        except (RalphError, OSError) as exc:
+            log.warning("could not commit what the %s iteration %d left: %s", rec.status,
+                        rec.iteration, exc)
 
     def _forget_stale_blocks(self, tasks: list[Task]) -> None:
         """A task the user reopened in the tracker starts over: its block and failure count
@@ -485,8 +624,12 @@ class _Record:
     blocked: bool = False
     progress_by_agent: bool = False
     progress_made: bool = False
-    tree_changed: bool = False  # uncommitted changes after the agent ran
     edited: bool = False  # Ralph itself changed the tracker or progress.md
+    before: WorkTree | None = None  # the tree before the agent and after it
+    after: WorkTree | None = None
+    guard: Guard | None = None
+    protected: list[Change] = field(default_factory=list)  # protected paths put back
+    staged: list[str] = field(default_factory=list)  # the agent's changes, staged
     done_before: set[str] = field(default_factory=set)  # tasks marked done at the start
     commit: str | None = None
     repo_clean: bool = False
@@ -502,6 +645,17 @@ class _Tagged:
     def __call__(self, topic: str, meta: dict[str, Any],
                  content: bytes | str | None = None) -> object:
         return self._emit(topic, {**meta, "role": self._role}, content)
+
+
+def unusable_message(agent: ResolvedAgent, outcome: AgentOutcome) -> str:
+    """One line naming the agent, what the CLI said, and the fix."""
+    said = outcome.message.strip().splitlines()[-1][:300] if outcome.message.strip() else (
+        f"exit code {outcome.exit_code}")
+    if outcome.status == "auth_error":
+        hint = adapter_for(agent.adapter).login_hint
+        return f"agent '{agent.name}' could not authenticate: {said}; {hint}"
+    return (f"agent '{agent.name}': the CLI rejected its configuration: {said}; check "
+            f"[agents.{agent.name}] in ralph.toml")
 
 
 def _agent_failure(outcome: AgentOutcome) -> str:

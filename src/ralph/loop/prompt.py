@@ -3,6 +3,7 @@ within a character budget that drops the oldest progress first."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ralph.tracker import Task
@@ -22,7 +23,11 @@ class Memory:
     progress_name: str = "progress.md"
 
 
-def anchor(task: Task, branch: str | None, git_status: str) -> str:
+NOTE_CHARS = 2000  # each note about the last attempt, at most
+
+
+def anchor(task: Task, branch: str | None, git_status: str,
+           notes: Sequence[str] = ()) -> str:
     lines = ["## Your task for this iteration", "",
              f"- Task id: {task.id}", f"- Title: {task.title}", f"- Kind: {task.kind}"]
     if task.acceptance:
@@ -36,6 +41,9 @@ def anchor(task: Task, branch: str | None, git_status: str) -> str:
     lines.append("- Git status (short): " + ("" if status_lines else "clean"))
     if status_lines:
         lines += ["```", *status_lines[:40], "```"]
+    if notes:
+        lines += ["", "### Your last attempt at this task", ""]
+        lines += [f"- {note[:NOTE_CHARS]}" for note in notes]
     lines += ["", "Work on this task only. Ralph runs the gates and decides whether it is done."]
     return "\n".join(lines)
 
@@ -48,10 +56,11 @@ def _section(name: str, text: str) -> str:
 
 
 def build_prompt(template: str, task: Task, *, branch: str | None, git_status: str,
-                 memory: Memory, budget: int, progress_tail: int) -> str:
+                 memory: Memory, budget: int, progress_tail: int,
+                 notes: Sequence[str] = ()) -> str:
     """Assemble the prompt; if it exceeds `budget` characters, shed memory in this order:
     the oldest progress, then the PRD's end, then FEEDBACK.md's, then AGENTS.md's."""
-    head = template.rstrip() + "\n\n" + anchor(task, branch, git_status) + "\n"
+    head = template.rstrip() + "\n\n" + anchor(task, branch, git_status, notes) + "\n"
     progress_name = f"{memory.progress_name} (most recent)"
     texts = {
         "AGENTS.md": memory.agents.strip(),

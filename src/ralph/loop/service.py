@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ from ralph.agents.runner import resolve_program
 from ralph.agents.server import AgentServer
 from ralph.config import Config, ResolvedAgent, load_config
 from ralph.errors import RalphError
-from ralph.git import Git
+from ralph.git import Git, WorkTree
 from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
 from ralph.loop.events import EventSink, Observer
 from ralph.loop.gates import run_gates
@@ -45,9 +46,11 @@ from ralph.loop.models import (
     StopReason,
 )
 from ralph.loop.paths import ProjectPaths
+from ralph.loop.protect import Guard, protected_for
 from ralph.loop.ratelimit import HOUR_S
 from ralph.loop.state import ActiveRun, InFlight, LoopState, load_state, save_state
 from ralph.loop.status import StatusSource, project_status
+from ralph.loop.worktree import covered, prepare_tree
 from ralph.proc import group_alive, kill_group
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
@@ -56,6 +59,10 @@ from ralph.tracker import next_task
 T = TypeVar("T")
 log = logging.getLogger("ralph.loop")
 _ids = IdGenerator()
+
+
+NO_GATES_WARNING = ("no gates are configured ([gates] commands in ralph.toml): a ticked box "
+                    "is then the only evidence that a task is done")
 
 
 def new_run_id() -> str:
@@ -126,10 +133,12 @@ class LoopService:
 
     # -- entry points ------------------------------------------------------------------------
 
-    async def step(self, agent: str | None = None, *, require_clean: bool = False) -> StepResult:
+    async def step(self, agent: str | None = None, *, require_clean: bool = False,
+                   allow_dirty: bool = False) -> StepResult:
         """Run exactly one iteration with a fresh agent."""
         run_id = new_run_id()
-        async with self._session(run_id, agent, 1, "step", require_clean) as (ctx, resolved):
+        async with self._session(run_id, agent, 1, "step",
+                                 TreePolicy(require_clean, allow_dirty)) as (ctx, resolved):
             emit = EventSink(self.store, run_id, self.observer)
             result = await self._iterate(ctx, run_id, resolved, emit)
             done, total = self._progress(ctx)
@@ -138,12 +147,13 @@ class LoopService:
             return result
 
     async def run(self, agent: str | None = None, max_iterations: int | None = None, *,
-                  require_clean: bool = False) -> RunOutcome:
+                  require_clean: bool = False, allow_dirty: bool = False) -> RunOutcome:
         """Loop until every task is verified done, or another stop reason (foreground)."""
-        return await self._run(new_run_id(), agent, max_iterations, require_clean)
+        return await self._run(new_run_id(), agent, max_iterations,
+                               TreePolicy(require_clean, allow_dirty))
 
     async def start_run(self, agent: str | None = None, max_iterations: int | None = None, *,
-                        require_clean: bool = False) -> str:
+                        require_clean: bool = False, allow_dirty: bool = False) -> str:
         """Start a run in the background (a task on the running event loop); its id.
 
         What the run would check first is checked here (see `check`), so that a run that
@@ -151,11 +161,12 @@ class LoopService:
         run's slot is reserved before that check: a `step` or a second run asked for
         meanwhile is refused, and a stop or pause asked for meanwhile is kept."""
         run_id = new_run_id()
+        policy = TreePolicy(require_clean, allow_dirty)
         self._reserve(run_id, background=True)
         try:
             if max_iterations is not None and max_iterations < 1:
                 raise LoopError("max iterations must be at least 1")
-            await self.check(agent)
+            await self.check(agent, policy)
             self._check_open()  # the face may have closed during the check
             if self._lock.is_held_elsewhere():
                 raise self._busy_elsewhere()
@@ -163,7 +174,7 @@ class LoopService:
             self._active_run_id = None
             raise
         self._run_task = asyncio.get_running_loop().create_task(
-            self._run(run_id, agent, max_iterations, require_clean, reserved=True),
+            self._run(run_id, agent, max_iterations, policy, reserved=True),
             name=f"ralph-run-{run_id}")
         return run_id
 
@@ -207,13 +218,14 @@ class LoopService:
     def paused(self) -> bool:
         return self._paused
 
-    async def check(self, agent: str | None = None) -> ResolvedAgent:
-        """What a start would check first (git, agent and its program, the tracker), without
-        starting anything: faces call it to refuse a run at once rather than report its
-        failure later."""
+    async def check(self, agent: str | None = None, policy: TreePolicy | None = None
+                    ) -> ResolvedAgent:
+        """What a start would check first (git, agent and its program, the tracker, changes
+        in the tree), without starting or committing anything: faces call it to refuse a
+        run at once rather than report its failure later."""
         state = load_state(self.paths.state, repair=False)
         ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
-        return await self._preflight(ctx, agent, require_clean=False, quiet=True)
+        return await self._preflight(ctx, agent, policy or TreePolicy(), run_id=None)
 
     def start_slot_wait(self) -> float:
         """Seconds until `loop.rate_limit_per_hour` allows another agent start (0: now)."""
@@ -238,12 +250,12 @@ class LoopService:
     # -- the run -----------------------------------------------------------------------------
 
     async def _run(self, run_id: str, agent: str | None, max_iterations: int | None,
-                   require_clean: bool, *, reserved: bool = False) -> RunOutcome:
+                   policy: TreePolicy, *, reserved: bool = False) -> RunOutcome:
         limit = max_iterations if max_iterations is not None else self.config.loop.max_iterations
         if limit < 1:
             raise LoopError("max iterations must be at least 1")
         try:
-            async with self._session(run_id, agent, limit, "run", require_clean,
+            async with self._session(run_id, agent, limit, "run", policy,
                                      reserved=reserved) as (ctx, resolved):
                 emit = EventSink(self.store, run_id, self.observer)
                 reason, message, count = await self._loop(ctx, run_id, resolved, emit, limit)
@@ -278,7 +290,8 @@ class LoopService:
                     return "complete", f"all {len(tasks)} tasks are verified done", count
                 return "error", why, count
             if next_task(tasks) is None:
-                return "no_progress", "every remaining task is blocked", count
+                return ("no_progress", "no task can move: every remaining task is blocked or "
+                        "waits on a blocked one", count)
             if count >= limit:
                 return "max_iterations", f"reached the limit of {limit} iterations", count
             try:
@@ -350,7 +363,7 @@ class LoopService:
 
     @contextlib.asynccontextmanager
     async def _session(self, run_id: str, agent: str | None, limit: int, mode: str,
-                       require_clean: bool, *, reserved: bool = False
+                       policy: TreePolicy, *, reserved: bool = False
                        ) -> AsyncIterator[tuple[LoopContext, ResolvedAgent]]:
         if not reserved:
             self._check_idle()
@@ -363,8 +376,8 @@ class LoopService:
             state = load_state(self.paths.state)
             self._state = state
             ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
-            self._recover(ctx)
-            resolved = await self._preflight(ctx, agent, require_clean)
+            await self._recover(ctx)
+            resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
             server = await self._start_server(ctx, resolved)
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
                                          max_iterations=limit, started_at=now_ts(), mode=mode,
@@ -373,6 +386,8 @@ class LoopService:
             emit = EventSink(self.store, run_id, self.observer)
             emit("run.started", {"agent": resolved.name, "maxIterations": limit,
                                  "startIteration": state.iteration_count + 1, "mode": mode})
+            if not self.config.gates.commands:
+                emit("loop.warning", {"message": NO_GATES_WARNING})
             try:
                 yield ctx, resolved
             except BaseException as exc:
@@ -424,9 +439,11 @@ class LoopService:
             return 0, 0
         return sum(t.status == "done" for t in tasks), len(tasks)
 
-    async def _preflight(self, ctx: LoopContext, agent: str | None,
-                         require_clean: bool, *, quiet: bool = False) -> ResolvedAgent:
-        """Everything that can be wrong before an agent starts, each as one clear error."""
+    async def _preflight(self, ctx: LoopContext, agent: str | None, policy: TreePolicy, *,
+                         run_id: str | None) -> ResolvedAgent:
+        """Everything that can be wrong before an agent starts, each as one clear error;
+        then (`run_id` given: a real start) the branch, and the tree made ready: Ralph's
+        project files committed, other changes refused or committed on their own."""
         if not await self.git.is_repo():
             raise LoopError(f"{self.paths.root} is not a git repository: run `git init` "
                             "(Ralph commits each iteration's work)")
@@ -440,22 +457,29 @@ class LoopService:
         tasks = ctx.tracker().load()
         if not tasks:
             raise LoopError(f"{self.config.files.prd} has no tasks")
-        if not quiet and not await self.git.is_clean(exclude=RUNTIME):
-            if require_clean:
-                raise LoopError("the working tree has uncommitted changes (--require-clean): "
-                                "commit or stash them first")
-            log.warning("the working tree has uncommitted changes; Ralph's commits will "
-                        "include them")
-        if self.config.git.branch and not quiet:
+        if run_id is None:
+            if ctx.state.in_flight is not None:  # the start's recovery will commit its work
+                return resolved
+            await prepare_tree(self.git, self.config, ctx.state, "", commit=False,
+                               allow_dirty=policy.allow_dirty,
+                               require_clean=policy.require_clean)
+            return resolved
+        if self.config.git.branch:
             current = await self.git.current_branch()
             if current != self.config.git.branch:
                 branch = self.config.git.branch
                 await self.git.switch_branch(branch,
                                              create=not await self.git.has_branch(branch))
+        for sha in await prepare_tree(self.git, self.config, ctx.state, run_id,
+                                      allow_dirty=policy.allow_dirty,
+                                      require_clean=policy.require_clean):
+            log.info("committed changes present before run %s as %s", run_id, sha[:10])
         return resolved
 
-    def _recover(self, ctx: LoopContext) -> None:
-        """Record what a process that died (SIGKILL, power loss) left unfinished."""
+    async def _recover(self, ctx: LoopContext) -> None:
+        """Record what a process that died (SIGKILL, power loss) left unfinished: end what
+        it left running, reopen what its iteration ticked, put protected paths back, and
+        commit what its agent did as that attempt's work."""
         state = ctx.state
         flight = state.in_flight
         dead = state.active_run
@@ -463,6 +487,9 @@ class LoopService:
             if flight.agent_pgid and group_alive(flight.agent_pgid):
                 kill_group(flight.agent_pgid)
             emit = EventSink(self.store, flight.run_id, self.observer)
+            reason = f"the process running it (pid {flight.pid}) died mid-iteration"
+            self._reopen_after_death(ctx, flight, emit)
+            commit = await self._commit_after_death(ctx, flight, emit, reason)
             finished = now_ts()
             result = StepResult(
                 iteration=flight.iteration, agent=dead.agent if dead else "unknown",
@@ -475,15 +502,15 @@ class LoopService:
                                                                        flight.attempt_id)),
                 task_title=flight.task_title, iteration_id=flight.iteration_id,
                 run_id=flight.run_id, status="interrupted", verified=False,
-                reason=f"the process running it (pid {flight.pid}) died mid-iteration",
-                agent_status=None, commit=None, started_at=flight.started_at,
+                reason=reason, agent_status=None, commit=commit, started_at=flight.started_at,
                 finished_at=finished, duration_seconds=0.0)
             emit("iteration.finished", result.model_dump(mode="json"))
-            self._reopen_after_death(ctx, flight, emit)
             state.last = last_iteration(result)
             state.in_flight = None
-            log.warning("iteration %d (task %s) was interrupted when its process died; "
-                        "recorded as interrupted", flight.iteration, flight.task_id)
+            kept = f"; its work is committed as {commit[:10]}" if commit else ""
+            log.warning("recovered iteration %d (task %s), interrupted when the process "
+                        "running it (pid %d) died%s", flight.iteration, flight.task_id,
+                        flight.pid, kept)
         if dead is not None:
             if dead.server_pgid and group_alive(dead.server_pgid):
                 kill_group(dead.server_pgid)
@@ -495,6 +522,44 @@ class LoopService:
             state.active_run = None
         if flight is not None or dead is not None:
             save_state(self.paths.state, state)
+
+    async def _commit_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink,
+                                  reason: str) -> str | None:
+        """Put back protected paths the dead iteration's agent changed, and commit the rest
+        of what it left (gate outputs and runtime files aside); the commit, if any."""
+        if not self.config.git.auto_commit or not await self.git.is_repo():
+            return None
+        try:
+            head = flight.head or await self.git.head()
+            protected = await protected_for(self.config, self.git, self.paths.root, head)
+            guard = Guard.resume(self.git, self.paths.root, protected, head,
+                                 self.paths.context_dir(flight.task_id, flight.attempt_id)
+                                 / "protected")
+            tree = await self.git.snapshot(exclude=RUNTIME)
+            base = WorkTree(head, tree.branch, (), "")  # everything differs from the start
+            changes = await guard.changes(base, tree)
+            if changes:
+                diff = await guard.diff(changes)
+                await guard.revert(changes)
+                emit("protected.reverted", {
+                    "task_id": flight.task_id, "attempt_id": flight.attempt_id,
+                    "paths": [c.path for c in changes],
+                    "changes": [{"path": c.path, "change": c.change} for c in changes]},
+                    content=diff or None)
+                tree = await self.git.snapshot(exclude=RUNTIME)
+            paths = [p for _, p in tree.changes if not covered(p, ctx.state.gate_outputs)]
+            if not paths:
+                return None
+            await self.git.stage(paths, exclude=RUNTIME)
+            message = self.config.git.format_commit_message(
+                task_id=flight.task_id, title=flight.task_title, iteration=flight.iteration)
+            attempt = flight.attempt_id.rsplit("-", 1)[-1]
+            return await self.git.commit_staged(
+                f"{message} (attempt {attempt}, interrupted: {reason})")
+        except (RalphError, OSError) as exc:
+            log.warning("could not commit what interrupted iteration %d left: %s",
+                        flight.iteration, exc)
+            return None
 
     def _reopen_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink) -> None:
         """What the dead iteration's agent marked done was never verified: reopen it."""
@@ -542,6 +607,14 @@ class LoopService:
         if state is not None and state.active_run is not None:
             state.active_run.paused = paused
             save_state(self.paths.state, state)
+
+
+@dataclass(frozen=True)
+class TreePolicy:
+    """What a start does with changes in the tree (see ralph.loop.worktree)."""
+
+    require_clean: bool = False  # refuse any change, Ralph's project files too
+    allow_dirty: bool = False  # commit changes Ralph did not make, on their own
 
 
 def _check_program(agent: ResolvedAgent) -> None:

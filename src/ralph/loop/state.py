@@ -49,12 +49,18 @@ class InFlight(BaseModel):
     # Tasks the tracker marked done when the iteration began: whatever else is marked done
     # when it ends without a verdict (stopped, crashed, died) is reopened.
     done_before: list[str] | None = None
+    # HEAD when the iteration began: protected paths are put back to it, and what the
+    # iteration left is committed on top of it, by whoever finishes the iteration.
+    head: str | None = None
 
 
 class TaskState(BaseModel):
     attempts: int = 0  # attempts started
     failures: int = 0  # attempts that ended without the task verified done
     blocked: str | None = None
+    # What the next attempt's prompt must tell the agent about the last one (a protected
+    # path it changed, say); replaced by each attempt, dropped once the task is done.
+    notes: list[str] = Field(default_factory=list)
 
 
 class LoopState(BaseModel):
@@ -66,6 +72,9 @@ class LoopState(BaseModel):
     last: LastIteration | None = None
     tasks: dict[str, TaskState] = Field(default_factory=dict)
     agent_starts: list[float] = Field(default_factory=list)  # epoch seconds, last hour only
+    # Untracked files and directories the gates created (ralph.loop.worktree): never
+    # committed, and not the user's changes when a run starts. Bounded.
+    gate_outputs: list[str] = Field(default_factory=list)
 
     def task(self, task_id: str) -> TaskState:
         return self.tasks.setdefault(task_id, TaskState())

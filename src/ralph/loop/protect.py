@@ -1,0 +1,363 @@
+"""Protected paths: what the gates run and what configures Ralph, kept out of the agent's reach.
+
+An agent could make a gate pass by changing what the gate runs (the script it calls, the
+tests, a fixture) or by editing ralph.toml. After the agent and before the gates, whatever it
+changed under a protected path (modified, deleted or added) is put back to its content at
+the start of the iteration, and the attempt fails. Protected: ralph.toml, the PROMPT files,
+every tracked file or directory a gate command names on its command line, and the user's
+`[gates] protected` globs.
+
+Patterns follow git's `:(glob)` pathspec rules (`*` and `?` stay within one directory, `**`
+crosses them), and a pattern naming a directory covers everything below it. Checking costs no
+git call in the usual iteration: only paths git status shows as changed are looked at, and
+git is asked about content only when one of them is protected or the agent committed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import orjson
+
+from ralph.config import CONFIG_FILE, Config
+from ralph.fsutil import atomic_write_bytes
+from ralph.git import Git, WorkTree
+
+MANIFEST = "manifest.json"
+DIFF_BYTES = 1 << 20  # the agent's diff of protected paths kept as the event's content
+_SHELL_WORDS_SKIPPED_AFTER = {"cd", "pushd"}  # `cd sub && make`: sub is where, not what
+
+
+@dataclass(frozen=True)
+class Protected:
+    """The protected patterns of one iteration."""
+
+    patterns: tuple[str, ...]
+
+    def matches(self, path: str) -> bool:
+        return any(_compiled(p).match(path) for p in self.patterns)
+
+    def pathspecs(self) -> list[str]:
+        return [f":(glob){p}" for p in self.patterns]
+
+
+def fixed_patterns(config: Config) -> list[str]:
+    """Protected whatever the gates are: ralph.toml, the PROMPT files, `[gates] protected`."""
+    files = config.files
+    prompts = [files.prompt, files.plan, files.general, files.judge, files.review,
+               config.judge.prompt, config.review.prompt]
+    literal = [_glob_escape(_normal(p)) for p in (CONFIG_FILE, *prompts) if p]
+    return list(dict.fromkeys([*literal, *config.gates.protected]))
+
+
+def gate_words(command: str) -> list[str]:
+    """The words of a gate command that may name a file: not options, assignments, shell
+    operators, expansions or the directory after `cd`; `sh -c '...'` is looked into."""
+    words: list[str] = []
+    skip = False
+    for token in _tokens(command):
+        if skip:
+            skip = False
+            continue
+        if token in _SHELL_WORDS_SKIPPED_AFTER:
+            skip = True
+            continue
+        if any(ch.isspace() for ch in token):  # a script given to `sh -c`, `bash -c`
+            words += gate_words(token)
+            continue
+        if not token or token.startswith("-") or any(ch in token for ch in "$`*?[]{}~=<>|;&()"):
+            continue
+        words.append(token)
+    return words
+
+
+async def protected_for(config: Config, git: Git, root: Path, head: str | None) -> Protected:
+    """The iteration's protected patterns: the fixed ones, plus each word of a gate command
+    that is a file or directory tracked in commit `head` (when `protect_gate_files`)."""
+    patterns = fixed_patterns(config)
+    if config.gates.protect_gate_files and head is not None:
+        named = _candidates(config.gates.commands, root)
+        if named:
+            tracked = await _tracked(git, head, tuple(named))
+            patterns += [_glob_escape(p) for p in named if p in tracked]
+    return Protected(tuple(dict.fromkeys(patterns)))
+
+
+@dataclass
+class Change:
+    path: str
+    change: str  # "modified", "deleted" or "added"
+
+
+@dataclass
+class Guard:
+    """Protected paths over one iteration: their state at its start, what changed, putting it
+    back. Paths that already differed from HEAD at the start are copied aside (with a
+    manifest, so that a later process can put them back after a crash)."""
+
+    git: Git
+    root: Path
+    protected: Protected
+    head: str | None
+    saved_dir: Path
+    saved: dict[str, bool] = field(default_factory=dict)  # path -> existed at the start
+    started_ns: int = field(default_factory=time.time_ns)
+
+    @classmethod
+    async def begin(cls, config: Config, git: Git, root: Path, before: WorkTree,
+                    saved_dir: Path) -> Guard:
+        protected = await protected_for(config, git, root, before.head)
+        guard = cls(git, root, protected, before.head, saved_dir)
+        guard._save([p for p in before.stamps if protected.matches(p)])
+        return guard
+
+    @classmethod
+    def resume(cls, git: Git, root: Path, protected: Protected, head: str | None,
+               saved_dir: Path) -> Guard:
+        """The guard of an iteration another process began (crash recovery)."""
+        saved: dict[str, bool] = {}
+        try:
+            raw = orjson.loads((saved_dir / MANIFEST).read_bytes())
+            saved = {str(k): bool(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+        except (OSError, orjson.JSONDecodeError):
+            pass
+        return cls(git, root, protected, head, saved_dir, saved)
+
+    def _save(self, paths: list[str]) -> None:
+        if not paths:
+            return
+        for path in paths:
+            source = self.root / path
+            existed = os.path.lexists(source)
+            self.saved[path] = existed
+            if existed and not source.is_dir():
+                copy = self.saved_dir / path
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, copy, follow_symlinks=False)
+        self.saved_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.saved_dir / MANIFEST, orjson.dumps(self.saved), durable=False)
+
+    async def changes(self, before: WorkTree, after: WorkTree) -> list[Change]:
+        """What the agent changed under protected paths since `before` (taken at the start)."""
+        touched = {p for p in after.touched_since(before) if self.protected.matches(p)}
+        committed = self.head is not None and after.head != before.head
+        if committed and self.head is not None:
+            touched |= set(await self.git.changed_since(self.head, self.protected.pathspecs()))
+        if any(Path(p).name == ".gitignore" for p in after.touched_since(before)) or committed:
+            # A file the agent added and hid with .gitignore is invisible to git status.
+            touched |= {p for p in await self.git.ignored_files(self.protected.pathspecs())
+                        if self._is_new(p, before)}
+        if not touched:
+            return []
+        unsaved = sorted(p for p in touched if p not in self.saved)
+        in_head = set(await self._in_head(unsaved))
+        differs = set(await self.git.changed_since(self.head, [f":(literal){p}" for p in
+                                                                 sorted(in_head)])
+                      ) if in_head and self.head is not None else set()
+        found: list[Change] = []
+        for path in sorted(touched):
+            exists = os.path.lexists(self.root / path)
+            if path in self.saved:
+                if self._same_as_saved(path):
+                    continue
+                kind = "modified" if exists and self.saved[path] else (
+                    "deleted" if self.saved[path] else "added")
+            elif path in in_head:
+                if path not in differs:
+                    continue
+                kind = "modified" if exists else "deleted"
+            elif exists:
+                kind = "added"
+            else:
+                continue  # added and removed again: nothing to put back
+            found.append(Change(path, kind))
+        return found
+
+    async def diff(self, changes: Sequence[Change]) -> str:
+        """The agent's change of these paths, as a diff against the iteration's start."""
+        return await self.git.diff(base=self.head, max_bytes=DIFF_BYTES,
+                                   paths=[c.path for c in changes])
+
+    async def revert(self, changes: Sequence[Change]) -> None:
+        """Put each path back to what it was at the start of the iteration."""
+        paths = [c.path for c in changes]
+        from_copy = [p for p in paths if p in self.saved]
+        rest = [p for p in paths if p not in self.saved]
+        in_head = set(await self._in_head(rest))
+        for path in from_copy:
+            self._put_back_copy(path)
+        restore = [p for p in rest if p in in_head]
+        if restore and self.head is not None:
+            await self.git.restore(restore, source=self.head)
+        added = [p for p in rest if p not in in_head]
+        for path in added:
+            _remove(self.root / path)
+        await self.git.unstage_new(added)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _in_head(self, paths: Sequence[str]) -> list[str]:
+        if not paths or self.head is None:
+            return []
+        return await self.git.files_in(self.head, paths)
+
+    def _is_new(self, path: str, before: WorkTree) -> bool:
+        """An ignored file that was not there at the start (by its mtime: such files are
+        invisible to git status, so there is no earlier record of them)."""
+        if path in self.saved:
+            return not self._same_as_saved(path)
+        return path not in before.stamps and _changed_after(self.root / path, self.started_ns)
+
+    def _same_as_saved(self, path: str) -> bool:
+        current = self.root / path
+        existed = self.saved[path]
+        if not os.path.lexists(current):
+            return not existed
+        if not existed:
+            return False
+        copy = self.saved_dir / path
+        try:
+            if copy.is_symlink() or current.is_symlink():
+                return copy.is_symlink() and current.is_symlink() and (
+                    copy.readlink() == current.readlink())
+            return copy.read_bytes() == current.read_bytes()
+        except OSError:
+            return False
+
+    def _put_back_copy(self, path: str) -> None:
+        target = self.root / path
+        _remove(target)
+        if self.saved[path]:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(self.saved_dir / path, target, follow_symlinks=False)
+
+
+def describe(changes: Iterable[Change], limit: int = 5) -> str:
+    """`gate.sh (modified), tests/test_a.py (deleted)`, at most `limit` of them."""
+    items = [f"{c.path} ({c.change})" for c in changes]
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _changed_after(path: Path, since_ns: int) -> bool:
+    """True if `path` was written at or after `since_ns` (wall clock, as file times are)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    # ctime too: a tool that keeps the mtime (cp -p, tar) still sets it.
+    return max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _tokens(command: str) -> list[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:  # unbalanced quotes: the shell will complain; look at plain words
+        return command.split()
+
+
+def _candidates(commands: Sequence[str], root: Path) -> list[str]:
+    """Repo-relative paths the gate commands name that exist in the work tree."""
+    found: list[str] = []
+    for command in commands:
+        for word in gate_words(command):
+            path = _inside(word, root)
+            if path is not None and os.path.lexists(root / path):
+                found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def _inside(word: str, root: Path) -> str | None:
+    """`word` as a path relative to `root`, or None when it leads outside (or is the root)."""
+    if Path(word).is_absolute():
+        try:
+            word = os.path.relpath(word, root)
+        except ValueError:
+            return None
+    path = _normal(word)
+    if path in ("", ".") or path == ".." or path.startswith("../"):
+        return None
+    return path
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(path).replace(os.sep, "/")
+
+
+_TRACKED: dict[tuple[str, tuple[str, ...]], frozenset[str]] = {}
+
+
+async def _tracked(git: Git, head: str, named: tuple[str, ...]) -> frozenset[str]:
+    """Which of `named` are files or directories with files in commit `head` (a commit never
+    changes, so the answer is kept; a few entries at most)."""
+    key = (head, named)
+    if key not in _TRACKED:
+        files = await git.files_in(head, list(named))
+        tracked = {p for p in named if p in files or any(f.startswith(p + "/") for f in files)}
+        if len(_TRACKED) > 32:
+            _TRACKED.clear()
+        _TRACKED[key] = frozenset(tracked)
+    return _TRACKED[key]
+
+
+def _glob_escape(path: str) -> str:
+    """A literal path as a glob pattern that matches only itself."""
+    return re.sub(r"([*?\[\\])", r"\\\1", path)
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """git's `:(glob)` rules as a regular expression; a match of a leading directory covers
+    everything below it."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if pattern.startswith("**/", i) and (i == 0 or pattern[i - 1] == "/"):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/") and i + 2 == n:
+            out.append(".*")
+            i += 2
+        elif ch == "*":
+            out.append("[^/]*")
+            i += 1
+        elif ch == "?":
+            out.append("[^/]")
+            i += 1
+        elif ch == "\\" and i + 1 < n:
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        elif ch == "[":
+            end = pattern.find("]", i + 2)
+            if end < 0:
+                out.append(re.escape(ch))
+                i += 1
+                continue
+            body = pattern[i + 1:end]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(ch))
+            i += 1
+    body = "".join(out).rstrip("/") if not pattern.endswith("**") else "".join(out)
+    return re.compile(f"(?:{body})(?:/.*)?\\Z", re.DOTALL)
