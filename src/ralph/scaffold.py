@@ -5,6 +5,9 @@ the prompts are the user's work once they exist. Even with `force` it leaves the
 state alone: `.ralph/state.json` (the loop's attempts and blocks), the event store under
 `.ralph/store/`, and the lines a `.gitignore` already has. Each file is written atomically, so
 a failure part-way leaves every file either absent or whole.
+
+ralph.toml's [gates] proposes the project's test command when one is found
+(`ralph.testcmd`), commented out: a gate is the user's decision, never switched on unasked.
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ import contextlib
 import os
 import signal
 import subprocess
+import textwrap
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ralph.config import CONFIG_FILE, ConfigError, load_config
+from ralph.config import CONFIG_FILE, Config, ConfigError, load_config
 from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_bytes, atomic_write_text
+from ralph.testcmd import Detection, ProposedGate, detect_test_commands
 
 Tracker = Literal["md", "json"]
 TRACKERS: tuple[str, ...] = get_args(Tracker)
@@ -47,6 +52,9 @@ GIT_INIT_TIMEOUT = 30.0
 _PROJECT_FILES = ("PROMPT_build.md", "PROMPT_plan.md", "PROMPT_judge.md", "PROMPT_review.md",
                   "PROMPT.md", "AGENTS.md", "<prd>", "progress.md", "FEEDBACK.md")
 _PRD_MARKER = "@PRD_FILE@"
+_GATES_MARKER = "@GATES_PROPOSAL@\ncommands = []\n"
+_COMMENT_WIDTH = 90  # + "# ": the width of the template's comments
+NO_GATE_EXAMPLE = ["pytest -q", "ruff check ."]
 
 
 class ScaffoldError(RalphError):
@@ -59,7 +67,9 @@ class ScaffoldResult:
 
     `created`: did not exist and now do. `updated`: existed and were rewritten (`force`) or
     appended to (.gitignore). `kept`: existed and were left as they are. `git`: the root is
-    inside a git repository (after `git init` if one was run).
+    inside a git repository (after `git init` if one was run). `proposed_gate`: the test
+    command found (`alternatives`: the others) when ralph.toml has no gate; None when none
+    was found or the kept ralph.toml already has gates (`gates_configured`).
     """
 
     root: Path
@@ -69,11 +79,24 @@ class ScaffoldResult:
     git: bool = False
     git_initialized: bool = False
     warnings: list[str] = field(default_factory=list)
+    proposed_gate: ProposedGate | None = None
+    alternatives: list[ProposedGate] = field(default_factory=list)
+    gates_configured: bool = False
+
+    @property
+    def config_written(self) -> bool:
+        """Whether this run wrote ralph.toml (so it holds the proposal, commented out)."""
+        return CONFIG_FILE in self.created or CONFIG_FILE in self.updated
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `ralph init --json` prints."""
+        proposal: dict[str, Any] | None = None
+        if self.proposed_gate is not None:
+            proposal = {**self.proposed_gate.to_dict(),
+                        "alternatives": [gate.to_dict() for gate in self.alternatives]}
         return {"root": str(self.root), "created": self.created, "updated": self.updated,
-                "kept": self.kept, "git": self.git, "git_initialized": self.git_initialized}
+                "kept": self.kept, "git": self.git, "git_initialized": self.git_initialized,
+                "proposed_gate": proposal}
 
 
 def template(name: str) -> str:
@@ -81,9 +104,57 @@ def template(name: str) -> str:
     return files("ralph").joinpath("templates", f"{name}.tmpl").read_text(encoding="utf-8")
 
 
-def config_template(tracker: Tracker = "md") -> str:
-    """The ralph.toml `ralph init` writes: every key with its default, files.prd per tracker."""
-    return template(CONFIG_FILE).replace(_PRD_MARKER, PRD_FILES[tracker])
+def config_template(tracker: Tracker = "md", detection: Detection | None = None) -> str:
+    """The ralph.toml `ralph init` writes: every key with its default, files.prd per tracker,
+    and in [gates] the detected test command commented out (or a note that none was found)."""
+    return (template(CONFIG_FILE).replace(_PRD_MARKER, PRD_FILES[tracker])
+            .replace(_GATES_MARKER, gates_comment(detection)))
+
+
+def gates_comment(detection: Detection | None) -> str:
+    """The `[gates] commands` key with the comment lines above it, each line ending in a
+    newline: the proposed command (or, with none found, examples) commented out inside the
+    array, so that uncommenting that one line enables it.
+    """
+    proposal = detection.proposal if detection is not None else None
+    if detection is None or proposal is None:
+        lines = _comment("`ralph init` found no test command to propose (it looks for a "
+                         "Makefile test target, pytest, a package.json test script, Cargo.toml "
+                         "and go.mod). Add yours, for example by uncommenting these:")
+        commands = NO_GATE_EXAMPLE
+    else:
+        text = f"Proposed by `ralph init`: {proposal.reason}."
+        if detection.alternatives:
+            text += " Also found: " + "; ".join(
+                f"`{gate.command}` ({gate.reason})" for gate in detection.alternatives) + "."
+        text += (" To make the test suite decide whether a task is done, uncomment the "
+                 "command below:")
+        lines = _comment(text)
+        commands = [proposal.command]
+    lines += ["commands = [", *(f"  # {_toml_string(c)}," for c in commands), "]"]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _comment(text: str) -> list[str]:
+    """`text` as `# ` lines, never breaking inside a `quoted command`."""
+    glue = "\x00"
+    protected = "`".join(part.replace(" ", glue) if index % 2 else part
+                         for index, part in enumerate(text.split("`")))
+    return ["# " + line.replace(glue, " ")
+            for line in textwrap.wrap(protected, _COMMENT_WIDTH, break_long_words=False,
+                                      break_on_hyphens=False)]
+
+
+def _toml_string(value: str) -> str:
+    escaped = []
+    for char in value:
+        if char in ('"', "\\"):
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\u{ord(char):04x}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
 
 
 def scaffold(root: Path, tracker: Tracker = "md", force: bool = False, *,
@@ -104,7 +175,8 @@ def scaffold(root: Path, tracker: Tracker = "md", force: bool = False, *,
         result.git = result.git_initialized = True
 
     prd = PRD_FILES[tracker]
-    _write_file(result, CONFIG_FILE, config_template(tracker), force)
+    detection = detect_test_commands(root)
+    _write_file(result, CONFIG_FILE, config_template(tracker, detection), force)
     for name in _PROJECT_FILES:
         source = prd if name == "<prd>" else name
         _write_file(result, source, template(source), force)
@@ -116,7 +188,15 @@ def scaffold(root: Path, tracker: Tracker = "md", force: bool = False, *,
     _update_gitignore(result)
 
     if CONFIG_FILE in result.kept:
-        result.warnings.extend(_check_kept_config(root, prd))
+        warnings, config = _check_kept_config(root, prd)
+        result.warnings.extend(warnings)
+        result.gates_configured = config is not None and bool(config.gates.commands)
+    if not result.gates_configured:
+        # Proposed, and the files that could not be read for it named; with gates already
+        # configured neither matters.
+        result.proposed_gate = detection.proposal
+        result.alternatives = list(detection.alternatives)
+        result.warnings[:0] = detection.warnings
     return result
 
 
@@ -193,16 +273,17 @@ def _update_gitignore(result: ScaffoldResult) -> None:
     (result.created if existing is None else result.updated).append(name)
 
 
-def _check_kept_config(root: Path, prd: str) -> list[str]:
-    """Warnings about a ralph.toml that was kept: invalid, or naming a different PRD."""
+def _check_kept_config(root: Path, prd: str) -> tuple[list[str], Config | None]:
+    """Warnings about a ralph.toml that was kept (invalid, or naming a different PRD), and
+    the configuration it holds (None when invalid)."""
     try:
         config = load_config(root)
     except ConfigError as exc:
-        return [f"the existing {CONFIG_FILE} is invalid: {exc}"]
+        return [f"the existing {CONFIG_FILE} is invalid: {exc}"], None
     if config.files.prd != prd:
         return [f"the existing {CONFIG_FILE} names {config.files.prd!r} as the PRD, not "
-                f"{prd!r}: set files.prd there, or run `ralph init --force`"]
-    return []
+                f"{prd!r}: set files.prd there, or run `ralph init --force`"], config
+    return [], config
 
 
 def in_git_repository(root: Path) -> bool:

@@ -11,6 +11,8 @@ from ralph.cli import init_cmd
 from ralph.config import load_config
 from tests.scaffold.conftest import RunCli
 
+NO_GATE = ("no test command found to propose as a gate: add yours to gates.commands in "
+           "ralph.toml, or a ticked box stays the only evidence that a task is done")
 NOT_GIT = ("is not in a git repository: run `git init` there (or `ralph init --git-init`) "
            "so the loop can commit its work")
 
@@ -22,8 +24,9 @@ def test_init_prints_one_line_per_path(cli: RunCli, project: Path) -> None:
     assert lines[0] == "created ralph.toml"
     assert "created PRD.md" in lines
     assert "created .ralph/store/" in lines
-    assert lines[-1] == "created .gitignore"
-    assert len(lines) == 18
+    assert lines[-2] == "created .gitignore"
+    assert lines[-1] == NO_GATE
+    assert len(lines) == 19
     assert result.err == f"warning: {project} {NOT_GIT}\n"
     assert load_config(project).files.prd == "PRD.md"
 
@@ -33,7 +36,8 @@ def test_init_twice_keeps_everything_and_succeeds(cli: RunCli, project: Path) ->
     (project / "PRD.md").write_text("mine")
     result = cli("init")
     assert result.code == 0
-    assert all(line.startswith("kept ") for line in result.out.splitlines())
+    assert all(line.startswith("kept ") for line in result.out.splitlines()[:-1])
+    assert result.out.splitlines()[-1] == NO_GATE
     assert "kept PRD.md" in result.out.splitlines()
     assert (project / "PRD.md").read_text() == "mine"
 
@@ -53,7 +57,9 @@ def test_init_json_tracker_and_json_output(cli: RunCli, project: Path) -> None:
     result = cli("init", "--tracker", "json", "--json")
     assert result.code == 0, result
     summary = json.loads(result.out)
-    assert set(summary) == {"root", "created", "updated", "kept", "git", "git_initialized"}
+    assert set(summary) == {"root", "created", "updated", "kept", "git", "git_initialized",
+                            "proposed_gate"}
+    assert summary["proposed_gate"] is None
     assert summary["root"] == str(project)
     assert "prd.json" in summary["created"]
     assert "PRD.md" not in summary["created"]
@@ -134,3 +140,58 @@ def test_help_lists_the_options(cli: RunCli) -> None:
     assert result.code == 0
     for option in ("--tracker", "--force", "--git-init", "--json"):
         assert option in result.out
+
+
+# -- the proposed gate
+
+
+def test_init_names_the_proposed_gate_in_one_line(cli: RunCli, project: Path) -> None:
+    (project / "package.json").write_text('{"scripts": {"test": "vitest run"}}')
+    (project / "yarn.lock").write_text("")
+    result = cli("init")
+    assert result.code == 0, result
+    assert result.out.splitlines()[-1] == (
+        "proposed gate `yarn test` (package.json has a test script, and yarn.lock says the "
+        "project uses yarn), commented out in ralph.toml: uncomment gates.commands to enable it")
+    assert 'commands = [\n  # "yarn test",\n]\n' in (project / "ralph.toml").read_text()
+    assert load_config(project).gates.commands == []
+    again = cli("init")  # kept ralph.toml, still without gates
+    assert again.out.splitlines()[-1] == (
+        "proposed gate `yarn test` (package.json has a test script, and yarn.lock says the "
+        "project uses yarn), add it to gates.commands in ralph.toml")
+
+
+def test_init_says_nothing_about_gates_once_they_are_configured(cli: RunCli,
+                                                                project: Path) -> None:
+    (project / "go.mod").write_text("module x\n")
+    (project / "ralph.toml").write_text('[gates]\ncommands = ["go vet ./..."]\n')
+    result = cli("init")
+    assert result.code == 0
+    assert all(line.startswith("kept ") or line.startswith("created ")
+               for line in result.out.splitlines())
+    summary = json.loads(cli("init", "--json").out)
+    assert summary["proposed_gate"] is None
+
+
+def test_init_json_carries_the_proposed_gate(cli: RunCli, project: Path) -> None:
+    (project / "Makefile").write_text("test:\n\tcargo test\n")
+    (project / "Cargo.toml").write_text('[package]\nname = "x"\n')
+    result = cli("init", "--json")
+    assert result.code == 0, result
+    assert json.loads(result.out)["proposed_gate"] == {
+        "command": "make test", "reason": "Makefile has a test target",
+        "alternatives": [{"command": "cargo test",
+                          "reason": "Cargo.toml declares a Rust package"}]}
+
+
+def test_init_with_a_broken_package_json_warns_and_goes_on(cli: RunCli, project: Path) -> None:
+    (project / "package.json").write_text('{"scripts": {"test": "jest"},}')
+    result = cli("init")
+    assert result.code == 0, result
+    assert result.out.splitlines()[-1] == NO_GATE
+    warnings = result.err.splitlines()
+    assert len(warnings) == 2
+    assert warnings[0].startswith("warning: package.json is not valid JSON (")
+    assert warnings[0].endswith("): no test command detected from it")
+    assert warnings[1] == f"warning: {project} {NOT_GIT}"
+    assert load_config(project).gates.commands == []

@@ -36,6 +36,7 @@ from ralph.scaffold import (
     scaffold,
     template,
 )
+from ralph.testcmd import Detection, ProposedGate, detect_test_commands
 
 PROJECT_FILES = ["ralph.toml", "PROMPT_build.md", "PROMPT_plan.md", "PROMPT_judge.md",
                  "PROMPT_review.md", "PROMPT.md", "AGENTS.md"]
@@ -453,3 +454,134 @@ def test_a_directory_in_place_of_a_file_fails_with_force(project: Path) -> None:
     with pytest.raises(ScaffoldError, match=r"cannot write FEEDBACK\.md in .*: Is a directory"):
         scaffold(project, force=True)
     assert not list(project.glob(".*.tmp"))
+
+
+# -- the proposed gate
+
+
+def _gates_lines(text: str) -> list[str]:
+    return _section(text, "gates").strip().splitlines()
+
+
+def _enable_proposal(text: str) -> str:
+    """What the comment asks: uncomment the commands inside `commands = [...]`."""
+    lines = text.splitlines(keepends=True)
+    index = lines.index("commands = [\n")
+    end = lines.index("]\n", index)
+    for at in range(index + 1, end):
+        assert lines[at].startswith('  # "')
+        lines[at] = "  " + lines[at][4:]
+    return "".join(lines)
+
+
+def test_a_detected_test_command_is_proposed_commented_out(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n'
+                                            "[tool.pytest.ini_options]\n")
+    result = scaffold(project)
+    assert result.proposed_gate == ProposedGate("python3 -m pytest -q",
+                                                "pyproject.toml configures pytest")
+    assert result.alternatives == []
+    assert result.gates_configured is False
+    assert result.config_written is True
+    assert result.warnings == []
+    text = (project / "ralph.toml").read_text()
+    assert text == config_template("md", detect_test_commands(project))
+    assert load_config(project).gates.commands == []  # proposed, not switched on
+    lines = _gates_lines(text)
+    index = lines.index("commands = [")
+    assert lines[index - 2:index + 3] == [
+        "# Proposed by `ralph init`: pyproject.toml configures pytest. To make the test suite "
+        "decide",
+        "# whether a task is done, uncomment the command below:",
+        "commands = [",
+        '  # "python3 -m pytest -q",',
+        "]"]
+    (project / "ralph.toml").write_text(_enable_proposal(text))
+    assert load_config(project).gates.commands == ["python3 -m pytest -q"]
+
+
+def test_the_other_commands_found_are_listed(project: Path) -> None:
+    (project / "Makefile").write_text("test:\n\t./check\n")
+    (project / "package.json").write_text('{"scripts": {"test": "node --test"}}')
+    (project / "pnpm-lock.yaml").write_text("")
+    (project / "go.mod").write_text("module x\n")
+    result = scaffold(project)
+    assert result.proposed_gate == ProposedGate("make test", "Makefile has a test target")
+    assert [gate.command for gate in result.alternatives] == ["pnpm test", "go test ./..."]
+    text = (project / "ralph.toml").read_text()
+    comment = " ".join(line[2:] for line in _gates_lines(text) if line.startswith("# "))
+    assert ("Also found: `pnpm test` (package.json has a test script, and pnpm-lock.yaml "
+            "says the project uses pnpm); `go test ./...` (go.mod declares a Go module).") \
+        in comment
+    assert 'commands = [\n  # "make test",\n]\n' in text
+    assert max(len(line) for line in text.splitlines()) <= 92
+    assert "`go test\n" not in text  # a command is never broken across lines
+    assert load_config(project).gates.commands == []
+    (project / "ralph.toml").write_text(_enable_proposal(text))
+    assert load_config(project).gates.commands == ["make test"]
+
+
+def test_nothing_detected_says_so_with_an_example(project: Path) -> None:
+    result = scaffold(project)
+    assert result.proposed_gate is None
+    text = (project / "ralph.toml").read_text()
+    lines = _gates_lines(text)
+    comment = " ".join(line[2:] for line in lines if line.startswith("# "))
+    assert "`ralph init` found no test command to propose" in comment
+    assert "ticked box is the only evidence" in comment
+    index = lines.index("commands = [")
+    assert lines[index + 1:index + 4] == ['  # "pytest -q",', '  # "ruff check .",', "]"]
+    (project / "ralph.toml").write_text(_enable_proposal(text))
+    assert load_config(project).gates.commands == ["pytest -q", "ruff check ."]
+
+
+@pytest.mark.parametrize("command", ['say "hi" \\ there', "tab\there", "é ✓ 😀"])
+def test_the_proposal_line_is_valid_toml_for_any_command(command: str) -> None:
+    text = config_template("md", Detection((ProposedGate(command, "a test"),)))
+    assert parse_config(text).gates.commands == []
+    assert parse_config(_enable_proposal(text)).gates.commands == [command]
+
+
+def test_force_rewrites_the_config_with_the_proposal(project: Path) -> None:
+    scaffold(project)
+    (project / "ralph.toml").write_text('[gates]\ncommands = ["true"]\n')
+    (project / "go.mod").write_text("module x\n")
+    kept = scaffold(project)
+    assert kept.gates_configured is True
+    assert kept.proposed_gate is None  # gates are configured: nothing to propose
+    forced = scaffold(project, force=True)
+    assert forced.proposed_gate == ProposedGate("go test ./...", "go.mod declares a Go module")
+    assert '  # "go test ./...",\n' in (project / "ralph.toml").read_text()
+    assert load_config(project).gates.commands == []
+
+
+def test_a_kept_config_without_gates_still_gets_the_proposal(project: Path) -> None:
+    scaffold(project)
+    (project / "Cargo.toml").write_text('[package]\nname = "x"\n')
+    result = scaffold(project)
+    assert "ralph.toml" in result.kept
+    assert result.config_written is False
+    assert result.gates_configured is False
+    assert result.proposed_gate == ProposedGate("cargo test",
+                                                "Cargo.toml declares a Rust package")
+    assert "cargo test" not in (project / "ralph.toml").read_text()  # kept as it was
+
+
+def test_a_broken_project_file_is_a_warning_not_a_failure(project: Path) -> None:
+    (project / "pyproject.toml").write_text("[tool.pytest.ini_options\n")
+    (project / "package.json").write_text('{"scripts": {"test": "jest"}')
+    result = scaffold(project)
+    assert result.proposed_gate is None
+    assert [w.split(" ")[0] for w in result.warnings] == ["pyproject.toml", "package.json"]
+    assert all(w.endswith(": no test command detected from it") for w in result.warnings)
+    assert load_config(project).gates.commands == []
+    # with gates configured, what could not be read for a proposal does not matter
+    (project / "ralph.toml").write_text('[gates]\ncommands = ["true"]\n')
+    assert scaffold(project).warnings == []
+
+
+def test_detection_warnings_come_before_the_kept_config_warnings(project: Path) -> None:
+    (project / "ralph.toml").write_text("[loop]\nmax_iteration = 3\n")
+    (project / "package.json").write_text("nope")
+    warnings = scaffold(project).warnings
+    assert [w.split(" ")[0] for w in warnings] == ["package.json", "the"]

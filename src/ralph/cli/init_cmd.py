@@ -59,7 +59,24 @@ def _print_human(result: ScaffoldResult) -> None:
                         ("kept", result.kept)):
         for name in names:
             out.write(f"{verb} {name}\n")
+    line = gate_line(result)
+    if line:
+        out.write(f"{line}\n")
     out.flush()
+
+
+def gate_line(result: ScaffoldResult) -> str | None:
+    """The one line about [gates]: the proposed test command, or that none was found; None
+    when the kept ralph.toml already has gates."""
+    if result.gates_configured:
+        return None
+    gate = result.proposed_gate
+    if gate is None:
+        return ("no test command found to propose as a gate: add yours to gates.commands in "
+                "ralph.toml, or a ticked box stays the only evidence that a task is done")
+    where = ("commented out in ralph.toml: uncomment gates.commands to enable it"
+             if result.config_written else "add it to gates.commands in ralph.toml")
+    return f"proposed gate `{gate.command}` ({gate.reason}), {where}"
 
 
 def _warn(message: str) -> None:
