@@ -184,7 +184,8 @@ async def test_rate_limited_agent_waits_and_retries_without_counting(project: Pr
     assert result.verified
     waits = [f.meta for f in events if f.topic == "agent.rate_limited"]
     assert len(waits) == 2 and all(w["wait_seconds"] <= 1 for w in waits)
-    assert project.state()["tasks"]["1"] == {"attempts": 1, "failures": 0, "blocked": None, "notes": []}
+    assert project.state()["tasks"]["1"] == {"attempts": 1, "failures": 0, "blocked": None,
+                                             "notes": []}
     assert result.no_progress_streak == 0
 
 

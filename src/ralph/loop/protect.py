@@ -34,19 +34,36 @@ from ralph.git import Git, WorkTree
 MANIFEST = "manifest.json"
 DIFF_BYTES = 1 << 20  # the agent's diff of protected paths kept as the event's content
 _SHELL_WORDS_SKIPPED_AFTER = {"cd", "pushd"}  # `cd sub && make`: sub is where, not what
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
+# Programs whose arguments name targets, scripts or subcommands rather than files.
+_TARGET_RUNNERS = {"make", "gmake", "npm", "yarn", "pnpm", "bun", "cargo", "go", "just",
+                   "rake", "gradle", "gradlew", "mvn", "mvnw", "tox", "nox", "deno", "ant",
+                   "dotnet", "mix", "swift", "ctest"}
+_WRAPPERS = {"env", "nohup", "time", "nice", "timeout", "exec", "command", "xvfb-run", "npx",
+             "bunx", "pnpx"}
+_RUN_WRAPPERS = {"uv", "poetry", "pdm", "pipenv", "hatch", "rye", "pixi", "conda"}
 
 
 @dataclass(frozen=True)
 class Protected:
-    """The protected patterns of one iteration."""
+    """The protected patterns of one iteration, and the files that are the agent's to edit
+    whatever the patterns say (the tracker, progress.md, AGENTS.md)."""
 
     patterns: tuple[str, ...]
+    exempt: frozenset[str] = frozenset()
 
     def matches(self, path: str) -> bool:
-        return any(_compiled(p).match(path) for p in self.patterns)
+        return path not in self.exempt and any(_compiled(p).match(path) for p in self.patterns)
 
     def pathspecs(self) -> list[str]:
-        return [f":(glob){p}" for p in self.patterns]
+        return [f":(glob){p}" for p in self.patterns] + [
+            f":(exclude,literal){p}" for p in sorted(self.exempt)]
+
+
+def exempt_files(config: Config) -> frozenset[str]:
+    """Files an agent is meant to edit: it ticks the tracker and keeps notes and memory."""
+    files = config.files
+    return frozenset(_normal(p) for p in (files.prd, files.progress, files.agents))
 
 
 def fixed_patterns(config: Config) -> list[str]:
@@ -59,24 +76,79 @@ def fixed_patterns(config: Config) -> list[str]:
 
 
 def gate_words(command: str) -> list[str]:
-    """The words of a gate command that may name a file: not options, assignments, shell
-    operators, expansions or the directory after `cd`; `sh -c '...'` is looked into."""
+    """The words of a gate command that may name a file the gate reads.
+
+    Each simple command (between `;`, `&&`, `|`, ...) is read as a program and its
+    arguments. The program counts only as a path (`./gate.sh`); options, assignments, words
+    with expansions or wildcards, the directory after `cd` and the target of an output
+    redirection do not count. A runner of named targets (`make test`, `npm test`, `cargo
+    test`) takes names, not paths: only its arguments with a `/` count. Wrappers (`env`,
+    `uv run`, `python -m`, ...) hand on to the command they run; `sh -c '...'` is read too.
+    """
     words: list[str] = []
-    skip = False
-    for token in _tokens(command):
-        if skip:
-            skip = False
-            continue
-        if token in _SHELL_WORDS_SKIPPED_AFTER:
-            skip = True
-            continue
-        if any(ch.isspace() for ch in token):  # a script given to `sh -c`, `bash -c`
-            words += gate_words(token)
-            continue
-        if not token or token.startswith("-") or any(ch in token for ch in "$`*?[]{}~=<>|;&()"):
-            continue
-        words.append(token)
+    for simple in _simple_commands(_tokens(command)):
+        words += _path_words(simple)
     return words
+
+
+def _simple_commands(tokens: list[str]) -> list[list[str]]:
+    commands: list[list[str]] = [[]]
+    redirect = False
+    for token in tokens:
+        if token and all(ch in ";&|()<>" for ch in token):
+            if ">" in token:
+                redirect = True  # the next word is written by the gate, not read
+            elif "<" not in token:
+                commands.append([])
+            continue
+        if redirect:
+            redirect = False
+            continue
+        commands[-1].append(token)
+    return [c for c in commands if c]
+
+
+def _path_words(words: list[str]) -> list[str]:
+    found: list[str] = []
+    rest = _unwrap(words)
+    if not rest:
+        return found
+    program, args = rest[0], rest[1:]
+    if Path(program).name in _SHELLS and "-c" in args:  # sh -c 'script ...'
+        script = args[args.index("-c") + 1:args.index("-c") + 2]
+        return gate_words(script[0]) if script else found
+    if "/" in program:
+        found.append(program)
+    if Path(program).name in _SHELL_WORDS_SKIPPED_AFTER:
+        return found
+    target_runner = Path(program).name in _TARGET_RUNNERS
+    for word in args:
+        if not word or word.startswith("-") or any(ch in word for ch in "$`*?[]{}~=\n"):
+            continue
+        if target_runner and "/" not in word:
+            continue
+        found.append(word)
+    return found
+
+
+def _unwrap(words: list[str]) -> list[str]:
+    """Skip leading assignments and wrappers: `FOO=1 env uv run python -m pytest x` is
+    `pytest x` as far as paths go."""
+    rest = list(words)
+    while rest:
+        head = Path(rest[0]).name
+        if "=" in rest[0] and not rest[0].startswith("="):
+            rest = rest[1:]
+        elif head in _WRAPPERS:
+            rest = rest[1:]
+            while rest and rest[0].startswith("-"):
+                rest = rest[1:]
+        elif (head in _RUN_WRAPPERS and len(rest) > 1 and rest[1] in ("run", "exec", "x")) or (
+                head.startswith("python") and len(rest) > 2 and rest[1] == "-m"):
+            rest = rest[2:]
+        else:
+            break
+    return rest
 
 
 async def protected_for(config: Config, git: Git, root: Path, head: str | None) -> Protected:
@@ -88,7 +160,7 @@ async def protected_for(config: Config, git: Git, root: Path, head: str | None) 
         if named:
             tracked = await _tracked(git, head, tuple(named))
             patterns += [_glob_escape(p) for p in named if p in tracked]
-    return Protected(tuple(dict.fromkeys(patterns)))
+    return Protected(tuple(dict.fromkeys(patterns)), exempt_files(config))
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 from ralph import __version__
 from ralph.config import Config
 from ralph.loop.lock import ProjectLock
-from ralph.loop.models import BlockedTask, NextTask, StatusReport
+from ralph.loop.models import BlockedTask, LastIteration, NextTask, StatusReport
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.state import LoopState, load_state
 from ralph.tracker import Task, next_task, open_tracker
@@ -76,6 +76,18 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
     running = active_run_id is not None or (
         state.active_run is not None and ProjectLock(paths.lock).is_held_elsewhere())
     active = state.active_run if state.active_run is not None and running else None
+    last = state.last
+    flight = state.in_flight
+    if flight is not None and not running:
+        # An iteration in flight with no process running it: its owner died (SIGKILL, power
+        # loss). The next step or run records it; until then it is reported as it is.
+        last = LastIteration(
+            iteration_id=flight.iteration_id, iteration=flight.iteration,
+            run_id=flight.run_id, task_id=flight.task_id, task_title=flight.task_title,
+            status="interrupted", exit_code=None, started_at=flight.started_at,
+            finished_at=None, verified=False,
+            reason=f"the process running it (pid {flight.pid}) died; the next step or run "
+                   "records it")
     nxt = next_task(tasks)
     blocked = [BlockedTask(task_id=t.id, title=t.title,
                            reason=t.blocked_reason or state_block(state, t))
@@ -87,5 +99,5 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
         next=NextTask(task_id=nxt.id, title=nxt.title, kind=nxt.kind) if nxt else None,
         running=running, paused=paused or bool(active and active.paused),
         activeRunId=active_run_id or (active.run_id if active else None),
-        last=state.last, blocked=blocked, iterations=state.iteration_count,
+        last=last, blocked=blocked, iterations=state.iteration_count,
         no_progress_streak=state.no_progress_streak)

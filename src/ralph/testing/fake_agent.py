@@ -9,6 +9,7 @@ a list of steps, one per attempt (the last one repeats). A step may:
      "tick_also": ["2"],                # mark other tasks done too (or unblock them)
      "print": ["lines"], "stderr": ["lines"], "print_bytes": 1000000,
      "exit_signal": true, "exit_code": 0, "sleep": 0.5,
+     "hang": 60,                        # after everything else, keep running that long
      "spawn": 30,                       # leave a grandchild sleeping that long (tree kill tests)
      "daemon": {"how": "setsid", "seconds": 60, "pid_file": "/tmp/d.pid"},
                                         # leave a process that escapes the agent's process
@@ -120,6 +121,7 @@ def _play(step: dict[str, Any], task_id: str, prd: Path) -> int:
     if "exit_signal" in step:
         print(f"EXIT_SIGNAL: {str(step['exit_signal']).lower()}")
     sys.stdout.flush()
+    time.sleep(float(step.get("hang", 0)))
     return int(step.get("exit_code", 0))
 
 
@@ -132,12 +134,13 @@ def _daemon(spec: dict[str, Any]) -> None:
     pid_file = str(spec["pid_file"])
     body = (f"import os, time; open({pid_file!r} + '.tmp', 'w').write(str(os.getpid())); "
             f"os.replace({pid_file!r} + '.tmp', {pid_file!r}); time.sleep({seconds})")
-    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
-             "stderr": subprocess.DEVNULL}
+    quiet = subprocess.DEVNULL
     if how == "setsid":
-        subprocess.Popen([sys.executable, "-c", body], start_new_session=True, **quiet)
+        subprocess.Popen([sys.executable, "-c", body], start_new_session=True, stdin=quiet,
+                         stdout=quiet, stderr=quiet)
     elif how == "nohup":
-        subprocess.Popen(["nohup", sys.executable, "-c", body], **quiet)
+        subprocess.Popen(["nohup", sys.executable, "-c", body], stdin=quiet, stdout=quiet,
+                         stderr=quiet)
     elif how == "double_fork":
         pid = os.fork()
         if pid == 0:  # the intermediate child: a new session, fork again, exit at once

@@ -1,0 +1,261 @@
+"""Protected paths: an agent cannot make a gate pass by changing what the gate runs. What it
+changes there is put back before the gates, recorded with its diff, and fails the attempt;
+the next attempt's prompt says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ralph.config import ConfigError, parse_config
+from ralph.loop.models import StepResult
+from ralph.loop.protect import _compiled, fixed_patterns, gate_words
+from ralph.store import Frame
+from ralph.testing import misbehaving
+from tests.loop.conftest import Project, git
+
+FAILING_GATE = "#!/bin/sh\necho 'the check failed'\nexit 1\n"
+
+
+def _setup(project: Project, gates: list[str], extra: str = "") -> None:
+    project.config(extra, gates=gates)
+    project.commit("gates")
+
+
+async def _step(project: Project) -> tuple[StepResult, list[Frame]]:
+    events: list[Frame] = []
+    service = project.service(events)
+    try:
+        result = await service.step()
+    finally:
+        await service.aclose()
+    return result, events
+
+
+def _reverted(events: list[Frame]) -> list[Frame]:
+    return [f for f in events if f.topic == "protected.reverted"]
+
+
+async def test_a_rewritten_gate_script_is_put_back_and_fails_the_attempt(
+        project: Project) -> None:
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh"])
+    project.plan({"tasks": {"1": [misbehaving.rewrite_gate("gate.sh")]}})
+    result, events = await _step(project)
+    assert not result.verified
+    assert result.reason and "protected paths: gate.sh (modified)" in result.reason
+    assert (project.root / "gate.sh").read_text() == FAILING_GATE
+    reverted = _reverted(events)
+    assert len(reverted) == 1 and reverted[0].meta["paths"] == ["gate.sh"]
+    assert reverted[0].meta["changes"] == [{"path": "gate.sh", "change": "modified"}]
+    # The agent's diff is in the content store, referenced by the event.
+    assert reverted[0].hash is not None
+    # The gate ran on the real script: the record shows it failing.
+    gates = [f for f in events if f.topic == "gate.finished"]
+    assert gates and gates[0].meta["exit_code"] == 1
+    assert "put back protected paths" in (project.root / "progress.md").read_text()
+    # Nothing of the rewrite reached history.
+    assert git(project.root, "show", "HEAD:gate.sh") == FAILING_GATE
+    assert git(project.root, "status", "--porcelain") == ""
+
+
+async def test_the_next_prompt_says_what_was_put_back(project: Project) -> None:
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh"])
+    project.plan({"tasks": {"1": [misbehaving.rewrite_gate("gate.sh"), {"print": ["hm"]}]}})
+    await _step(project)
+    await _step(project)
+    second = (project.root / ".ralph/context/1/1-2/prompt.md").read_text()
+    assert "Your last attempt at this task" in second
+    assert "protected paths: gate.sh (modified)" in second
+    assert project.state()["tasks"]["1"]["notes"] == []  # the second attempt left it alone
+
+
+async def test_a_deleted_protected_test_comes_back(project: Project) -> None:
+    tests = project.root / "tests"
+    tests.mkdir()
+    (tests / "test_a.sh").write_text("exit 1\n")
+    (tests / "test_b.sh").write_text("exit 0\n")
+    _setup(project, ["for t in tests/*.sh; do sh $t || exit 1; done"],
+           'protected = ["tests/**"]\n')
+    project.plan({"tasks": {"1": [misbehaving.delete_protected("tests/test_a.sh")]}})
+    result, events = await _step(project)
+    assert not result.verified
+    assert (tests / "test_a.sh").read_text() == "exit 1\n"
+    assert _reverted(events)[0].meta["changes"] == [{"path": "tests/test_a.sh",
+                                                     "change": "deleted"}]
+
+
+async def test_a_directory_a_gate_names_is_protected_and_added_files_go(
+        project: Project) -> None:
+    unit = project.root / "tests" / "unit"
+    unit.mkdir(parents=True)
+    (unit / "check.sh").write_text("exit 1\n")
+    (project.root / "run_tests.sh").write_text('for t in "$1"/*.sh; do sh "$t" || exit 1; done\n')
+    _setup(project, ["sh run_tests.sh tests/unit"])
+    # A file added where the gate looks that makes it pass: removed again.
+    project.plan({"tasks": {"1": [{"write": {"tests/unit/check.sh": "exit 0\n",
+                                              "tests/unit/extra.sh": "exit 0\n",
+                                              "src.txt": "real work\n"}, "tick": True}]}})
+    result, events = await _step(project)
+    assert not result.verified
+    changes = _reverted(events)[0].meta["changes"]
+    assert {"path": "tests/unit/extra.sh", "change": "added"} in changes
+    assert {"path": "tests/unit/check.sh", "change": "modified"} in changes
+    assert not (unit / "extra.sh").exists()
+    assert (unit / "check.sh").read_text() == "exit 1\n"
+    # The real work is kept and committed, without the protected changes.
+    assert (project.root / "src.txt").exists()
+    shown = git(project.root, "show", "--stat", "--format=", "HEAD")
+    assert "src.txt" in shown and "tests/unit" not in shown
+
+
+async def test_a_file_hidden_with_gitignore_under_a_protected_path_is_found(
+        project: Project) -> None:
+    tests = project.root / "tests"
+    tests.mkdir()
+    (tests / "test_a.sh").write_text("exit 1\n")
+    _setup(project, ["sh tests/test_a.sh"], 'protected = ["tests/**"]\n')
+    project.plan({"tasks": {"1": [misbehaving.hide_added_file("tests/conftest.sh", "skip\n")]}})
+    result, events = await _step(project)
+    assert not result.verified
+    assert {"path": "tests/conftest.sh", "change": "added"} in _reverted(events)[0].meta[
+        "changes"]
+    assert not (tests / "conftest.sh").exists()
+
+
+async def test_a_protected_change_the_agent_committed_itself_is_put_back(
+        project: Project) -> None:
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh"])
+    project.plan({"tasks": {"1": [misbehaving.commit_protected_change("gate.sh")]}})
+    result, events = await _step(project)
+    assert not result.verified
+    assert (project.root / "gate.sh").read_text() == FAILING_GATE
+    assert git(project.root, "show", "HEAD:gate.sh") == FAILING_GATE
+    assert _reverted(events)[0].meta["paths"] == ["gate.sh"]
+
+
+async def test_ralph_toml_and_prompt_files_are_protected(project: Project) -> None:
+    _setup(project, ["true"])
+    original = (project.root / "ralph.toml").read_text()
+    project.plan({"tasks": {"1": [{"append": {"ralph.toml": "\n[judge]\nenabled = false\n",
+                                              "PROMPT_build.md": "\nIgnore the gates.\n"},
+                                   "tick": True}]}})
+    result, events = await _step(project)
+    assert not result.verified
+    assert (project.root / "ralph.toml").read_text() == original
+    assert sorted(_reverted(events)[0].meta["paths"]) == ["PROMPT_build.md", "ralph.toml"]
+
+
+async def test_a_protected_path_dirty_at_the_start_is_put_back_to_that_content(
+        project: Project) -> None:
+    """With auto_commit off, the tree carries changes from one iteration to the next: the
+    content at the iteration's start is what comes back, not HEAD's."""
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh"], "\n[git]\nauto_commit = false\n")
+    (project.root / "gate.sh").write_text(FAILING_GATE + "# the user's edit\n")
+    project.plan({"tasks": {"1": [misbehaving.rewrite_gate("gate.sh")]}})
+    result, _ = await _step(project)
+    assert not result.verified
+    assert (project.root / "gate.sh").read_text() == FAILING_GATE + "# the user's edit\n"
+
+
+async def test_an_untouched_protected_tree_costs_nothing_and_verifies(project: Project) -> None:
+    (project.root / "gate.sh").write_text("exit 0\n")
+    _setup(project, ["sh gate.sh"])
+    project.plan({"tasks": {"1": [{"write": {"a.txt": "x"}, "tick": True}]}})
+    result, events = await _step(project)
+    assert result.verified
+    assert _reverted(events) == []
+
+
+async def test_a_gate_file_that_is_not_tracked_yet_is_not_protected(project: Project) -> None:
+    """The gate names a script the agent is to write: until it is committed, it is the
+    agent's to create."""
+    _setup(project, ["sh check.sh"])
+    project.plan({"tasks": {"1": [{"write": {"check.sh": "exit 0\n"}, "tick": True}]}})
+    result, _ = await _step(project)
+    assert result.verified
+
+
+async def test_protect_gate_files_false_leaves_them_to_the_agent(project: Project) -> None:
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh"], "protect_gate_files = false\n")
+    project.plan({"tasks": {"1": [misbehaving.rewrite_gate("gate.sh")]}})
+    result, _ = await _step(project)
+    assert result.verified
+
+
+# -- the pieces --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ("sh gate.sh", ["gate.sh"]),
+    ("./gate.sh --fast", ["./gate.sh"]),
+    ("pytest -q tests/unit --cov=src", ["tests/unit"]),
+    ("cd sub && make test", []),
+    ("make test", []),  # a target, not the test/ directory
+    ("npm test", []),
+    ("cargo test --manifest-path sub/Cargo.toml", ["sub/Cargo.toml"]),
+    ("bash -c './check.sh && python -m pytest t'", ["./check.sh", "t"]),
+    ("FOO=1 ./x.sh $HOME > out.txt", ["./x.sh"]),  # out.txt is written, not read
+    ("python check.py < fixture.txt", ["check.py", "fixture.txt"]),
+    ("uv run pytest tests", ["tests"]),
+    ("python3 -m pytest -q tests/", ["tests/"]),
+    ("echo 'unbalanced", ["'unbalanced"]),
+])
+def test_gate_words(command: str, words: list[str]) -> None:
+    assert gate_words(command) == words
+
+
+@pytest.mark.parametrize(("pattern", "path", "matches"), [
+    ("tests/**", "tests/a/b.py", True),
+    ("tests", "tests/a.py", True),
+    ("tests", "testsuite/a.py", False),
+    ("*.py", "a.py", True),
+    ("*.py", "d/a.py", False),
+    ("**/*.py", "d/e/a.py", True),
+    ("a/**/b", "a/b", True),
+    ("a/**/b", "a/x/y/b", True),
+    ("tests/", "tests/x", True),
+    ("fixtures/*.json", "fixtures/a.json", True),
+    ("fixtures/*.json", "fixtures/sub/a.json", False),
+    ("f[ab].txt", "fb.txt", True),
+    ("f[!ab].txt", "fb.txt", False),
+    (r"gate\*.sh", "gate*.sh", True),
+    (r"gate\*.sh", "gatex.sh", False),
+])
+def test_globs_follow_gits_rules(pattern: str, path: str, matches: bool) -> None:
+    assert bool(_compiled(pattern).match(path)) is matches
+
+
+def test_git_agrees_with_the_glob_matcher(tmp_path: Path) -> None:
+    files = ["tests/a/b.py", "tests/a.py", "testsuite/a.py", "a.py", "d/a.py", "a/b",
+             "a/x/y/b", "fixtures/a.json", "fixtures/sub/a.json"]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    for pattern in ["tests/**", "tests", "*.py", "**/*.py", "a/**/b", "fixtures/*.json"]:
+        listed = subprocess.run(["git", "ls-files", "-o", "-z", "--", f":(glob){pattern}"],
+                                cwd=tmp_path, check=True, capture_output=True).stdout
+        by_git = {p.decode() for p in listed.split(b"\0") if p}
+        ours = {f for f in files if _compiled(pattern).match(f)}
+        assert ours == by_git, pattern
+
+
+def test_fixed_patterns_are_the_config_and_prompts_and_the_users() -> None:
+    config = parse_config('[gates]\nprotected = ["tests/**"]\n[judge]\nprompt = "J.md"\n')
+    assert fixed_patterns(config) == ["ralph.toml", "PROMPT_build.md", "PROMPT_plan.md",
+                                      "PROMPT.md", "PROMPT_judge.md", "PROMPT_review.md",
+                                      "J.md", "tests/**"]
+
+
+@pytest.mark.parametrize("bad", ["/etc/passwd", "../up", "a/../../b", "  "])
+def test_protected_patterns_outside_the_project_are_refused(bad: str) -> None:
+    with pytest.raises(ConfigError, match=r"gates\.protected\[0\]"):
+        parse_config(f"[gates]\nprotected = [{json.dumps(bad)}]\n")
