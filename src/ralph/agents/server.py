@@ -1,16 +1,16 @@
 """A long-running agent server for the length of a run: `opencode serve`.
 
-Started once per run in its own process group, health-checked before use, and ended (the
-whole group) when the run ends, also on Ctrl-C or an error in the loop. Should the
-orchestrator itself be killed, the kernel sends the server SIGTERM (PR_SET_PDEATHSIG) and the
-next start ends its recorded process group.
+Started once per run in its own process group, contained (`ralph.containment`: its
+environment carries a marker), health-checked before use, and ended when the run ends, also
+on Ctrl-C or an error in the loop: the whole group, then whatever it started that left the
+group. Should the orchestrator itself be killed, its guard process ends the server and all
+it started; the next start also ends its recorded process group.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ralph.agents.base import AgentError
+from ralph.containment import Contained
 from ralph.proc import group_alive, kill_group
 
-_PR_SET_PDEATHSIG = 1
 _HEALTH_TIMEOUT_S = 60.0
 _GRACE_S = 3.0
 
@@ -30,11 +30,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class AgentServer:
@@ -49,6 +44,7 @@ class AgentServer:
         self.env = {**os.environ, **env}
         self.log_path = log_path
         self.process: asyncio.subprocess.Process | None = None
+        self._contained: Contained | None = None
 
     @property
     def url(self) -> str:
@@ -61,15 +57,18 @@ class AgentServer:
     async def start(self) -> str:
         """Start the server and wait until it answers HTTP; its URL."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        contained = Contained()
         with self.log_path.open("ab") as log:
             try:
                 self.process = await asyncio.create_subprocess_exec(
-                    *self.argv, cwd=self.cwd, env=self.env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True,
-                    preexec_fn=_die_with_parent)
+                    *self.argv, cwd=self.cwd, env=contained.env(self.env),
+                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True)
             except OSError as exc:
                 raise AgentError(f"agent '{self.name}': cannot start {self.argv[0]}: "
                                  f"{exc.strerror or exc}") from None
+        contained.started(self.process.pid)
+        self._contained = contained
         try:
             await self._wait_healthy()
         except BaseException:
@@ -111,7 +110,8 @@ class AgentServer:
                 await writer.wait_closed()
 
     async def stop(self) -> None:
-        """End the server's whole process group: SIGTERM, a grace period, then SIGKILL."""
+        """End the server's whole process group (SIGTERM, a grace period, then SIGKILL), then
+        whatever it started that left the group (SIGKILL)."""
         process = self.process
         if process is None:
             return
@@ -126,4 +126,8 @@ class AgentServer:
         while group_alive(pgid) and time.monotonic() < deadline:
             kill_group(pgid, signal.SIGKILL)
             await asyncio.sleep(0.05)
+        contained, self._contained = self._contained, None
+        if contained is not None:
+            await contained.sweep()
+            contained.finished()
         self.process = None

@@ -67,7 +67,8 @@ async def _run_gate(index: int, command: str, cwd: Path, timeout_s: float,
     argv = ["/bin/sh", "-c", command]
     try:
         result = await run_shell(command, cwd=cwd, timeout_s=timeout_s,
-                                 tail_bytes=GATE_OUTPUT_BYTES, on_start=on_start)
+                                 tail_bytes=GATE_OUTPUT_BYTES, on_start=on_start,
+                                 contain=True)
     except ProcessError as exc:
         return GateReceipt(index, command, argv, str(cwd), None, False, False, 0.0, "", "",
                            None, 0, False, str(exc)), b""

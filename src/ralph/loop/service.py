@@ -51,7 +51,7 @@ from ralph.loop.ratelimit import HOUR_S
 from ralph.loop.state import ActiveRun, InFlight, LoopState, load_state, save_state
 from ralph.loop.status import StatusSource, project_status
 from ralph.loop.worktree import covered, prepare_tree
-from ralph.proc import group_alive, kill_group
+from ralph.proc import group_alive, kill_group, kill_owned, owner_id
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
 from ralph.tracker import next_task
@@ -381,7 +381,8 @@ class LoopService:
             server = await self._start_server(ctx, resolved)
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
                                          max_iterations=limit, started_at=now_ts(), mode=mode,
-                                         server_pgid=server.pgid if server else None)
+                                         server_pgid=server.pgid if server else None,
+                                         owner=owner_id())
             ctx.save()
             emit = EventSink(self.store, run_id, self.observer)
             emit("run.started", {"agent": resolved.name, "maxIterations": limit,
@@ -483,6 +484,9 @@ class LoopService:
         state = ctx.state
         flight = state.in_flight
         dead = state.active_run
+        if dead is not None and dead.owner and dead.owner != owner_id():
+            # Its guard ends all of it when it dies; this is for a guard that died with it.
+            await asyncio.to_thread(kill_owned, dead.owner)
         if flight is not None:
             if flight.agent_pgid and group_alive(flight.agent_pgid):
                 kill_group(flight.agent_pgid)

@@ -30,6 +30,9 @@ class ActiveRun(BaseModel):
     paused: bool = False
     mode: str = "run"  # "run" or "step"
     server_pgid: int | None = None  # an agent server started for this run (opencode serve)
+    # The orchestrator's owner id (ralph.proc.owner_id): every process it started carries
+    # it, so a later start can end what a dead one left if its guard could not.
+    owner: str | None = None
 
 
 class InFlight(BaseModel):
