@@ -97,7 +97,7 @@ def test_a_rate_limit_is_waited_out_and_retried(tmp_path: Path, cli: str) -> Non
     [wait] = topics(result, "agent.rate_limited")
     assert 0 < wait["wait_seconds"] <= 2
     state = json.loads((tmp_path / "proj" / ".ralph" / "state.json").read_text())
-    assert state["tasks"]["1"] == {"attempts": 1, "failures": 0, "blocked": None}
+    assert state["tasks"]["1"] == {"attempts": 1, "failures": 0, "blocked": None, "notes": []}
     assert step["no_progress_streak"] == 0
 
 

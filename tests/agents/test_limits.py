@@ -85,10 +85,11 @@ def test_default_invocations() -> None:
     assert gemini.shown[-1] == "{prompt}"  # events never carry the prompt itself
     opencode = adapter_for("opencode")
     argv = opencode.build([], None, "p", "f").argv
-    assert argv == ["opencode", "run", "--format", "json"]
+    assert argv == ["opencode", "run", "--format", "json", "--print-logs", "--log-level",
+                    "ERROR"]
     assert opencode.attached_argv(argv, "http://127.0.0.1:5", "proj - Iteration #2") == [  # type: ignore[attr-defined]
         "opencode", "run", "--attach", "http://127.0.0.1:5", "--title", "proj - Iteration #2",
-        "--format", "json"]
+        "--format", "json", "--print-logs", "--log-level", "ERROR"]
     assert set(ADAPTERS) == {"command", "codex", "claude", "gemini", "opencode"}
 
 
@@ -108,6 +109,9 @@ def _doctor(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
             tmp_path: Path, path: str) -> tuple[int, list[dict[str, object]]]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", path)
+    # a scratch HOME, and the default agent logged in (doctor checks it): not the user's
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-key-not-a-secret")
     (tmp_path / "ralph.toml").write_text('[loop]\ndefault_agent = "claude"\n\n[agents.mine]\n'
                                          'argv = ["no-such-program-here"]\n')
     code = run(["doctor", "--json"])

@@ -134,7 +134,8 @@ def test_claude_without_a_result_is_an_error_even_with_exit_0() -> None:
 
 
 @pytest.mark.parametrize(("code", "status"), [(41, "auth_error"), (130, "cancelled"),
-                                               (52, "error"), (53, "error"), (42, "error")])
+                                               (52, "config_error"), (53, "error"),
+                                               (42, "config_error"), (44, "config_error")])
 def test_gemini_exit_codes(code: int, status: str) -> None:
     adapter = adapter_for("gemini")
     assert adapter.classify(code, adapter.parser()).status == status

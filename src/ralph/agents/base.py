@@ -10,14 +10,19 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 
 from ralph.errors import RalphError
 
-AgentStatus = Literal["ok", "error", "rate_limited", "auth_error", "timeout", "cancelled"]
+# auth_error: not logged in or a key the API refused; config_error: the CLI rejected its
+# command line, its configuration or its model. No retry fixes either: the loop stops.
+AgentStatus = Literal["ok", "error", "rate_limited", "auth_error", "config_error", "timeout",
+                      "cancelled"]
 OutputKind = Literal["text", "reasoning", "tool_use", "tool_result", "error"]
 
 PROMPT_PLACEHOLDER = "{prompt}"
@@ -26,6 +31,19 @@ PROMPT_FILE_PLACEHOLDER = "{prompt_file}"
 
 class AgentError(RalphError):
     """An agent that cannot be started: unknown adapter, binary not on PATH, bad argv."""
+
+
+@dataclass(frozen=True)
+class Login:
+    """Whether an agent CLI has credentials, as far as can be told without a network call.
+
+    `logged_in`: True (found), False (the CLI would certainly find none), None (cannot tell:
+    a keychain, a cloud login, a provider this check does not know). `found`: what was found
+    (names of environment variables and paths of files, never their values), else the fix
+    or why it cannot be told."""
+
+    logged_in: bool | None
+    found: str
 
 
 @dataclass(frozen=True)
@@ -87,8 +105,34 @@ _UNIT_SECONDS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "": 1
                  "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
                  "d": 86400.0, "day": 86400.0, "days": 86400.0}
 _LOOKS_BAD = re.compile(r"error|fail|exception|fatal|denied|refused|invalid", re.IGNORECASE)
-_AUTH = re.compile(r"\b401\b|unauthori[sz]ed|invalid api key|api key not valid|"
-                   r"not logged in|authentication", re.IGNORECASE)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# An authentication failure stops the run, so only unambiguous words count: an HTTP 401, the
+# APIs' and CLIs' own phrases (a bare "401" or "authentication" is no sign: "test_auth
+# 401 passed", "authentication tests failed").
+_AUTH = re.compile(r"(?:\bhttp\S*|\bstatus(?: code)?|\bcode\"?|\berror)[: =]*401\b|"
+                   r"\bunauthori[sz]ed\b|invalid (?:x-)?api[ -]key|incorrect api key|"
+                   r"api key not valid|not logged in|authentication[ _](?:failed|error)|"
+                   r"\bunauthenticated\b|must specify the \w+ environment variable|"
+                   r"missing environment variable", re.IGNORECASE)
+# The API does not know the model (or the endpoint): each API's and CLI's words for it, and an
+# HTTP 404. Read in the CLI's structured errors only.
+_MODEL_NOT_FOUND = re.compile(
+    r"model_not_found|modelnotfounderror|not_found_error|is not found for api version|"
+    r"\bmodel not found\b|\bunknown model\b|issue with the selected model|"
+    r"\bmodel\b[^\n]{0,100}? does not exist|(?:\bstatus|\bcode\"?)[: =]*404\b",
+    re.IGNORECASE)
+# A CLI that rejects its command line or its configuration file says so on stderr before it
+# starts (before its first JSON event), in its argument parser's words (commander: claude;
+# clap: codex; yargs: gemini) or its config loader's.
+_REJECTED = re.compile(
+    r"^error: (?:unknown option|unexpected argument|invalid value|option .+ is invalid|"
+    r"missing required argument|unrecognized subcommand|too many arguments|"
+    r"the argument .+ cannot be used)|"
+    r"^(?:unknown arguments?|invalid values?|not enough (?:non-option )?arguments|"
+    r"not enough arguments following|missing required arguments?):|"
+    r"error loading config|config file at .+ is (?:not valid|invalid)|"
+    r"configuration is invalid|please fix the configuration file|settings file not found",
+    re.IGNORECASE | re.MULTILINE)
 
 
 def retry_after_seconds(text: str) -> float | None:
@@ -106,13 +150,24 @@ def classify_text(exit_code: int | None, tail: str) -> Classification:
     in the last lines of output (HTTP 429, "rate limit", "usage limit", "Retry-After: N")."""
     if exit_code == 0:
         return Classification("ok")
-    last = "\n".join(tail.strip().splitlines()[-20:])
-    message = last.splitlines()[-1][:300] if last else f"exited with {exit_code}"
+    lines = tail.strip().splitlines()[-20:]
+    last = "\n".join(lines)
+    message = lines[-1][:300] if lines else f"exited with {exit_code}"
     if _RATE_LIMIT.search(last):
         return Classification("rate_limited", message, retry_after_s=retry_after_seconds(last))
     if _AUTH.search(last):
-        return Classification("auth_error", message)
+        return Classification("auth_error", _last_match(lines, _AUTH) or message)
     return Classification("error", message)
+
+
+def _plain(text: str) -> str:
+    """Text without terminal colour codes (opencode colours its errors even with NO_COLOR)."""
+    return _ANSI.sub("", text).strip()
+
+
+def _last_match(lines: list[str], pattern: re.Pattern[str]) -> str | None:
+    """The last line that says it (the message a user needs), at most 300 characters."""
+    return next((line.strip()[:300] for line in reversed(lines) if pattern.search(line)), None)
 
 
 class OutputParser:
@@ -121,6 +176,11 @@ class OutputParser:
     The base class treats every line as text (stderr as `error`) and watches for rate-limit
     and authentication signs; the JSON adapters subclass JsonOutputParser.
     """
+
+    # Whether the CLI prints structured events once it runs, so that stderr before the first
+    # one is the CLI's own startup diagnostics (its argument parser, its config loader). Not
+    # so for a plain program, whose stderr may be anything its tools print.
+    structured_output = False
 
     def __init__(self) -> None:
         self.usage: Usage | None = None
@@ -131,7 +191,10 @@ class OutputParser:
         self.retry_after_s: float | None = None
         self.reset_at: str | None = None
         self.auth_failed = False
+        self.config_failed = False
+        self.started = False  # the CLI printed its first structured event: it is running
         self.last_error: str | None = None
+        self._error_continues = False  # the last error noted ends with ":", its text follows
         # The last plain-text lines (stderr, and stdout that is not the adapter's JSON): what
         # a failed run is classified from when the CLI gave no structured sign. Never the
         # JSON events, whose tool output and agent text may mention "429" or "401".
@@ -143,22 +206,42 @@ class OutputParser:
         self.plain.append(line)
         return [AgentEvent("text", line)]
 
+    def last_plain_line(self) -> str:
+        """The last non-blank plain-text line (at most 300 characters), "" if none."""
+        return next((line.strip()[:300] for line in reversed(self.plain) if line.strip()), "")
+
     def feed_stderr(self, line: str) -> list[AgentEvent]:
         """stderr carries the CLI's diagnostics: warnings stay text, errors count as errors
-        (and may reveal a rate limit), without displacing an error the CLI reported in its
-        structured output."""
+        (and may reveal a rate limit or an auth failure, and, before a JSON CLI's first
+        event, a command line or config file it rejected), without displacing an error the
+        CLI reported in its structured output."""
         self.plain.append(line)
-        if not _LOOKS_BAD.search(line) and not _RATE_LIMIT.search(line):
+        if self._error_continues and line.strip():
+            # "Invalid values:" / "Error loading config.toml:": what is wrong is on the next
+            # line (unless that starts a block: "--- JSONC Input ---")
+            self._error_continues = False
+            if not line.startswith("---"):
+                self.last_error = f"{self.last_error} {_plain(line)}"[:500]
+        rejected = (self.structured_output and not self.started
+                    and bool(_REJECTED.search(line)))
+        if not (rejected or _LOOKS_BAD.search(line) or _RATE_LIMIT.search(line)
+                or _AUTH.search(line)):
             return [AgentEvent("text", line, said=False)]
+        if rejected:
+            self.config_failed = True
         self.note_error(line, structured=False)
         return [AgentEvent("error", line, said=False)]
 
     def note_error(self, message: str, *, status: int | None = None,
-                   structured: bool = True) -> None:
-        """Remember an error the CLI reported, and whether it is a rate limit or an auth
-        failure (by HTTP status when the CLI gives one, else by its wording)."""
+                   structured: bool = True, final: bool = True) -> None:
+        """Remember an error the CLI reported, and whether it is a rate limit, an auth failure
+        or a model the API does not know (by HTTP status when the CLI gives one, else by its
+        wording; the model only from a structured error). `final=False`: a notice the CLI may
+        still recover from (a reconnect), which is no sign of a configuration error."""
         if structured or self.last_error is None:
-            self.last_error = message.strip()[:500] or self.last_error
+            text = _plain(message)
+            self.last_error = text[:500] or self.last_error
+            self._error_continues = not structured and text.endswith(":")
         if status == 429 or (status is None and _RATE_LIMIT.search(message)):
             self.rate_limited = True
             wait = retry_after_seconds(message)
@@ -166,6 +249,9 @@ class OutputParser:
                 self.retry_after_s = wait
         elif status in (401, 403) or (status is None and _AUTH.search(message)):
             self.auth_failed = True
+        elif final and structured and (status == 404 or (
+                _MODEL_NOT_FOUND.search(message) and (status is None or status < 500))):
+            self.config_failed = True
 
     def add_usage(self, input_tokens: int | None, output_tokens: int | None,
                   cached_tokens: int | None = None, cost_usd: float | None = None) -> None:
@@ -210,6 +296,8 @@ class JsonOutputParser(OutputParser):
     object, or an object of a shape the adapter does not know, is kept as a text event and
     counted: a CLI that prints garbage mid-stream never crashes the loop."""
 
+    structured_output = True
+
     def feed_line(self, stream: str, line: str) -> list[AgentEvent]:
         if stream == "stderr":
             return self.feed_stderr(line)
@@ -223,6 +311,7 @@ class JsonOutputParser(OutputParser):
             self.not_json += 1
             self.plain.append(line)
             return [AgentEvent("text", line, said=False)]
+        self.started = True
         try:
             return self.on_event(obj)
         except Exception:  # a shape the adapter does not know: odd output never crashes a run
@@ -250,6 +339,9 @@ class Adapter(ABC):
     name: str
     binary: str | None = None  # the program a default command runs (for `doctor`, PATH errors)
     install_hint: str | None = None  # how to get `binary`, e.g. "npm install -g @openai/codex"
+    # How to log in or give the CLI its key: the fix the loop names when a run ends auth_error.
+    login_hint: str = ("log in with the program's own login command, or give it its key with "
+                       "`env` in its [agents.<name>] section of ralph.toml")
 
     @abstractmethod
     def default_argv(self, model: str | None) -> list[str]:
@@ -278,14 +370,22 @@ class Adapter(ABC):
             return Classification("ok", session_id=parser.session_id)
         return classify_failure(exit_code, parser)
 
+    def login(self, env: Mapping[str, str], cwd: Path, model: str | None) -> Login:
+        """Whether the CLI has credentials, from `env` (the agent's environment) and its
+        credential files; never a network call. A CLI Ralph knows nothing about: unknown."""
+        return Login(None, "")
+
 
 def classify_failure(exit_code: int | None, parser: OutputParser,
                      message: str | None = None) -> Classification:
-    """A run that failed: rate limited, an authentication failure, or another error, from
-    the CLI's structured signs, else its last plain-text lines (`parser.plain`)."""
-    if parser.rate_limited or parser.auth_failed:
-        status: AgentStatus = "rate_limited" if parser.rate_limited else "auth_error"
-        return Classification(status, message or parser.last_error or "",
+    """A run that failed: rate limited, an authentication failure, a configuration the CLI
+    rejected, or another error, from the CLI's structured signs and its stderr, else its last
+    plain-text lines (`parser.plain`)."""
+    flagged: AgentStatus | None = (
+        "rate_limited" if parser.rate_limited else "auth_error" if parser.auth_failed
+        else "config_error" if parser.config_failed else None)
+    if flagged is not None:
+        return Classification(flagged, message or parser.last_error or "",
                               session_id=parser.session_id, reset_at=parser.reset_at,
                               retry_after_s=parser.retry_after_s)
     text = classify_text(exit_code, "\n".join(parser.plain))

@@ -4,12 +4,17 @@ Events: system/init {session_id, model}, assistant {message.content: text | thin
 tool_use}, user {message.content: tool_result}, rate_limit_event {rate_limit_info: status,
 resetsAt}, and the final result {subtype, is_error, result, session_id, num_turns,
 total_cost_usd, usage, api_error_status}. The exit code is not a reliable success signal:
-the result object decides. As root with permissions bypassed it needs IS_SANDBOX=1.
+the result object decides. As root with permissions bypassed it needs IS_SANDBOX=1. An API
+error also shows as an assistant message with an `error` kind (authentication_failed,
+model_not_found, rate_limit, ...); a bad command line as commander's "error: unknown option
+'--x'" on stderr, before any event.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ralph.agents.base import (
@@ -17,10 +22,18 @@ from ralph.agents.base import (
     AgentEvent,
     Classification,
     JsonOutputParser,
+    Login,
     OutputParser,
     classify_failure,
     text_of,
 )
+from ralph.agents.login import claude_login
+
+# The `error` of claude's synthetic assistant message for an API error, as claude classifies
+# it; the kinds no retry fixes (rate limits are read from api_error_status and the result).
+_AUTH_KINDS = frozenset({"authentication_failed", "oauth_org_not_allowed",
+                         "cloud_credential_error"})
+_CONFIG_KINDS = frozenset({"model_not_found"})
 
 
 class ClaudeParser(JsonOutputParser):
@@ -37,6 +50,7 @@ class ClaudeParser(JsonOutputParser):
                 self.model = str(event["model"])
             return []
         if kind == "assistant":
+            self._api_error_kind(event.get("error"))
             return [e for block in event["message"].get("content", [])
                     for e in self._assistant_block(block)]
         if kind == "user":
@@ -66,6 +80,13 @@ class ClaudeParser(JsonOutputParser):
             return []
         return []
 
+    def _api_error_kind(self, kind: object) -> None:
+        """claude's own verdict on an API error ("model_not_found", ...): a structured sign."""
+        if kind in _AUTH_KINDS:
+            self.auth_failed = True
+        elif kind in _CONFIG_KINDS:
+            self.config_failed = True
+
     def _assistant_block(self, block: dict[str, Any]) -> list[AgentEvent]:
         kind = block.get("type")
         if kind == "text":
@@ -86,6 +107,8 @@ class ClaudeAdapter(Adapter):
     name = "claude"
     binary = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
+    login_hint = ("run `claude auth login`, or set ANTHROPIC_API_KEY (or "
+                  "CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`)")
 
     def default_argv(self, model: str | None) -> list[str]:
         # acceptEdits: file edits are allowed, other tools are not. Full auto: replace it in
@@ -109,6 +132,9 @@ class ClaudeAdapter(Adapter):
         elif exit_code == 0:
             message = "claude ended without a result"
         return classify_failure(exit_code if exit_code else 1, parser, message)
+
+    def login(self, env: Mapping[str, str], cwd: Path, model: str | None) -> Login:
+        return claude_login(env, self.login_hint)
 
 
 def _reset_time(value: object) -> str | None:

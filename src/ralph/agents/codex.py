@@ -4,11 +4,17 @@ Events: thread.started {thread_id} (the session id: `codex exec resume <id>` con
 turn.started, turn.completed {usage}, turn.failed {error}, item.started|updated|completed
 {item: agent_message | reasoning | command_execution | file_change | mcp_tool_call |
 web_search | todo_list | error}, error {message}. A rate limit shows as `response.failed`
-with `rate_limit_exceeded`, surfacing as turn.failed / error mentioning it or HTTP 429.
+with `rate_limit_exceeded`, surfacing as turn.failed / error mentioning it or HTTP 429. A
+model the API does not know fails the turn with the API's words ("The model `x` does not exist
+or you do not have access to it."); a missing key with "Missing environment variable: `X`."
+(a provider's env_key). A bad command line (clap: "error: unexpected argument ...", exit 2)
+or config.toml ("Error loading config.toml: ...") is said on stderr before any event.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ralph.agents.base import (
@@ -16,10 +22,12 @@ from ralph.agents.base import (
     AgentEvent,
     Classification,
     JsonOutputParser,
+    Login,
     OutputParser,
     classify_failure,
     text_of,
 )
+from ralph.agents.login import codex_login
 
 
 class CodexParser(JsonOutputParser):
@@ -37,7 +45,7 @@ class CodexParser(JsonOutputParser):
         if kind == "turn.completed":
             # An `error` event before it was a notice the CLI recovered from (codex prints
             # "Reconnecting... 1/5" as one): the turn completed, so it does not count.
-            self.failed = self.rate_limited = self.auth_failed = False
+            self.failed = self.rate_limited = self.auth_failed = self.config_failed = False
             usage = event.get("usage") or {}
             self.add_usage(usage.get("input_tokens"), usage.get("output_tokens"),
                            usage.get("cached_input_tokens"))
@@ -47,7 +55,9 @@ class CodexParser(JsonOutputParser):
             message = str(error.get("message", error) if isinstance(error, dict)
                           else event.get("message", error))
             self.failed = True
-            self.note_error(message)
+            # `error` may be a notice codex recovers from ("Reconnecting... 2/5 (unexpected
+            # status 404 ...)" before it falls back from WebSockets); turn.failed is final.
+            self.note_error(message, final=kind == "turn.failed")
             return [AgentEvent("error", message)]
         if kind.startswith("item."):
             return self._item(kind, event["item"])
@@ -83,8 +93,9 @@ class CodexParser(JsonOutputParser):
         if item_type == "web_search" and done:
             return [AgentEvent("tool_use", str(item.get("query", "")), "web_search")]
         if item_type == "error" and done:
+            # a warning codex carries on after ("Model metadata for `x` not found")
             message = str(item.get("message", ""))
-            self.note_error(message)
+            self.note_error(message, final=False)
             return [AgentEvent("error", message)]
         return []
 
@@ -93,6 +104,9 @@ class CodexAdapter(Adapter):
     name = "codex"
     binary = "codex"
     install_hint = "npm install -g @openai/codex"
+    # `codex exec` sends CODEX_API_KEY, not OPENAI_API_KEY (checked with 0.169.0)
+    login_hint = ("run `codex login` (an API key: `printenv OPENAI_API_KEY | codex login "
+                  "--with-api-key`), or set CODEX_API_KEY")
 
     def default_argv(self, model: str | None) -> list[str]:
         # workspace-write: the agent edits the project and runs commands inside a sandbox.
@@ -110,3 +124,6 @@ class CodexAdapter(Adapter):
         if exit_code == 0 and not failed:
             return Classification("ok", session_id=parser.session_id)
         return classify_failure(exit_code or 1, parser)
+
+    def login(self, env: Mapping[str, str], cwd: Path, model: str | None) -> Login:
+        return codex_login(env, self.login_hint)

@@ -1,16 +1,24 @@
-"""`ralph doctor`: can each agent run here? Binary, version, the command Ralph will use."""
+"""`ralph doctor`: can each agent run here? Binary, version, login, the command Ralph will use.
+
+A program that cannot start (not found, not executable, a format the kernel does not run) is
+a problem for every agent. Not being logged in is shown for every CLI, and is a problem (exit
+1) only for the default agent, and only when the CLI would certainly find no credentials
+(`logged_in` False): an agent the loop does not use by default may well never need them, and
+where credentials may sit in a keychain doctor cannot see (`logged_in` None) it says so.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ralph.agents import ADAPTERS, adapter_for
-from ralph.agents.base import AgentError
-from ralph.config import BUILTIN_AGENTS, Config
+from ralph.agents.base import Adapter, AgentError, Login
+from ralph.agents.program import check_program
+from ralph.config import BUILTIN_AGENTS, Config, ResolvedAgent
 from ralph.proc import ProcessError, run_process
 
 VERSION_TIMEOUT_S = 20.0
@@ -29,6 +37,11 @@ class AgentReport:
     binary: str | None
     path: str | None  # where the binary was found on PATH
     version: str | None
+    # Credentials: True found, False none (the CLI would find none either), None cannot tell
+    # or not applicable (the command adapter). `login`: what was found (names and paths,
+    # never values), else the fix, or why it cannot be told.
+    logged_in: bool | None = None
+    login: str = ""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -58,18 +71,29 @@ async def _check(config: Config, name: str, cwd: Path) -> AgentReport:
         argv, via = list(agent.argv), "stdin"
         problems.append(str(exc))
     program = argv[0] if argv else None
-    path = shutil.which(program) if program else None
-    version = None
-    if program and path is None:
-        hint = f": install it with `{adapter.install_hint}`" if (
-            adapter.install_hint and program == adapter.binary) else ""
-        problems.append(f"{program} not found on PATH{hint}")
-    elif path is not None and adapter.name != "command":
-        version = await _version(path, cwd, problems)
+    path = version = None
+    if program:
+        check = check_program(program, adapter.install_hint if program == adapter.binary
+                              else None)
+        path = check.path
+        if check.problem is not None:
+            problems.append(check.problem)
+        elif adapter.name != "command":
+            version = await _version(path or program, cwd, problems)
+    default = name == config.loop.default_agent
+    login = _login(adapter, agent, cwd)
+    if default and login.logged_in is False:
+        problems.append(f"not logged in: {login.found}")
     return AgentReport(agent=name, adapter=agent.adapter, configured=name in config.agents,
-                       default=name == config.loop.default_agent, argv=argv, prompt_via=via,
-                       model=agent.model, env=sorted(agent.env), binary=program, path=path,
-                       version=version, problems=problems)
+                       default=default, argv=argv, prompt_via=via, model=agent.model,
+                       env=sorted(agent.env), binary=program, path=path, version=version,
+                       logged_in=login.logged_in, login=login.found, problems=problems)
+
+
+def _login(adapter: Adapter, agent: ResolvedAgent, cwd: Path) -> Login:
+    """The CLI's credentials as its process would see them: Ralph's environment with the
+    agent's `env` over it (as the runner starts it)."""
+    return adapter.login({**os.environ, **agent.env}, cwd, agent.model)
 
 
 async def _version(path: str, cwd: Path, problems: list[str]) -> str | None:

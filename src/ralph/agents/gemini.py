@@ -2,12 +2,18 @@
 
 Events: init {session_id, model}, message {role, content, delta}, tool_use {tool_name,
 tool_id, parameters}, tool_result {tool_id, status, output, error}, error {severity,
-message}, result {status, stats, error}. Exit codes: 41 auth, 42 input, 52 config, 53 turn
-limit, 130 cancelled.
+message}, result {status, stats, error}. Exit codes: 41 auth, 42 input, 44 sandbox, 52 config,
+53 turn limit, 130 cancelled. Before it starts, a bad command line is yargs' "Unknown
+arguments: ..." / "Invalid values: ..." on stderr (exit 1), a bad settings.json "Error in
+<path>: ..." (exit 52), no key "When using Gemini API, you must specify the GEMINI_API_KEY
+environment variable." (exit 41); a model the API does not know ends the stream with a result
+whose error is "[API Error: models/x is not found for API version v1beta, ...]" (exit 1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ralph.agents.base import (
@@ -15,12 +21,19 @@ from ralph.agents.base import (
     AgentEvent,
     Classification,
     JsonOutputParser,
+    Login,
     OutputParser,
     classify_failure,
     text_of,
 )
+from ralph.agents.login import gemini_login
 
-EXIT_AUTH, EXIT_INPUT, EXIT_CONFIG, EXIT_TURN_LIMIT, EXIT_CANCELLED = 41, 42, 52, 53, 130
+EXIT_AUTH, EXIT_INPUT, EXIT_SANDBOX, EXIT_CONFIG = 41, 42, 44, 52
+EXIT_TURN_LIMIT, EXIT_CANCELLED = 53, 130
+# Exits for what gemini rejected before it ran (its command line, a --resume it cannot find,
+# its settings or its sandbox): the same every time, a configuration error.
+_CONFIG_EXITS = {EXIT_INPUT: "invalid input", EXIT_SANDBOX: "sandbox error",
+                 EXIT_CONFIG: "configuration error"}
 EXIT_HTTP_429 = 429 % 256  # an HTTP error ends the CLI with its status modulo 256
 
 
@@ -79,6 +92,7 @@ class GeminiAdapter(Adapter):
     name = "gemini"
     binary = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
+    login_hint = "run `gemini` and sign in with Google, or set GEMINI_API_KEY"
 
     def default_argv(self, model: str | None) -> list[str]:
         argv = ["gemini", "-o", "stream-json", "--approval-mode", "yolo"]
@@ -92,13 +106,17 @@ class GeminiAdapter(Adapter):
         if exit_code == 0 and (result is None or result.get("status") in (None, "success")):
             return Classification("ok", session_id=parser.session_id)
         if exit_code == EXIT_AUTH:
-            return Classification("auth_error", parser.last_error or "authentication failed",
-                                  session_id=parser.session_id)
+            return Classification("auth_error", parser.last_error or parser.last_plain_line()
+                                  or "authentication failed", session_id=parser.session_id)
         if exit_code == EXIT_CANCELLED:
             return Classification("cancelled", "cancelled", session_id=parser.session_id)
+        if exit_code in _CONFIG_EXITS:  # its reason is on stderr, worded as an error or not
+            return Classification("config_error", parser.last_error or parser.last_plain_line()
+                                  or _CONFIG_EXITS[exit_code], session_id=parser.session_id)
         if exit_code == EXIT_HTTP_429:
             parser.rate_limited = True
-        known = {EXIT_INPUT: "invalid input", EXIT_CONFIG: "configuration error",
-                 EXIT_TURN_LIMIT: "turn limit reached"}
-        return classify_failure(exit_code or 1, parser, None if parser.rate_limited
-                                else known.get(exit_code or 0))
+        return classify_failure(exit_code or 1, parser, "turn limit reached" if (
+            exit_code == EXIT_TURN_LIMIT and not parser.rate_limited) else None)
+
+    def login(self, env: Mapping[str, str], cwd: Path, model: str | None) -> Login:
+        return gemini_login(env, cwd, self.login_hint)

@@ -4,10 +4,21 @@ run (`opencode serve`, then `opencode run --attach URL --title "<name> - Iterati
 Events (one JSON object per line, each with a `part`): step_start {sessionID}, text,
 reasoning, tool_use {part.tool, part.state: status, input, output, error}, step_finish
 {part.tokens: input, output, reasoning, cache {read, write}; part.cost}, error {error}.
+
+What went wrong before the model was asked is only in opencode's log: the event says
+"Unexpected server error. Check server logs for details.". `--print-logs --log-level ERROR`
+puts the log on stderr (nothing at all on a run that goes well), where a model opencode cannot
+use reads `error="ProviderModelNotFoundError: Model not found: p/m. Did you mean: ...?"`. The
+model's own name among the suggestions means its provider is known but not connected: no
+credentials. A bad command line makes opencode print its usage (and nothing else) on stderr,
+exit 1; a bad config "Error: Config file at ... is not valid JSON(C)".
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ralph.agents.base import (
@@ -15,16 +26,46 @@ from ralph.agents.base import (
     AgentEvent,
     Classification,
     JsonOutputParser,
+    Login,
     OutputParser,
     classify_failure,
     text_of,
 )
+from ralph.agents.login import opencode_login
+
+# In opencode's log line: error="ProviderModelNotFoundError: Model not found: p/m. Did you
+# mean: a, b?" (the class name makes it opencode's own, not a tool's output).
+_MODEL_NOT_FOUND = re.compile(r"ProviderModelNotFoundError: Model not found: (?P<provider>[^/\s]+)"
+                              r"/(?P<model>[^\s\"]+?)\.?(?: Did you mean: (?P<hints>[^?\"]*)\?)?"
+                              r"(?=[\s\"]|$)")
+_USAGE = re.compile(r"^opencode(?: [a-z]+)* \[")  # yargs' usage: "opencode run [message..]"
+# The event that only points at the log ("Unexpected server error. Check server logs ...")
+_SEE_LOG = "check server logs"
 
 
 class OpencodeParser(JsonOutputParser):
     def __init__(self) -> None:
         super().__init__()
         self.failed = False
+        self.usage_shown = False  # opencode printed its usage: it rejected its command line
+
+    def feed_stderr(self, line: str) -> list[AgentEvent]:
+        if not self.started and _USAGE.match(line):
+            self.usage_shown = True
+        found = _MODEL_NOT_FOUND.search(line)
+        if found is None:
+            return super().feed_stderr(line)
+        self.plain.append(line)
+        message = found.group(0).split(": ", 1)[1]
+        provider, model = found.group("provider"), found.group("model")
+        if model in [hint.strip() for hint in (found.group("hints") or "").split(",")]:
+            # the catalogue has the model, the provider is not connected: no credentials
+            self.auth_failed = True
+            message = f"provider '{provider}' is not connected (no credentials): {message}"
+        else:
+            self.config_failed = True
+        self.last_error = message
+        return [AgentEvent("error", line, said=False)]
 
     def on_event(self, event: dict[str, Any]) -> list[AgentEvent]:
         kind = event["type"]
@@ -64,7 +105,9 @@ class OpencodeParser(JsonOutputParser):
             self.failed = True
             if name == "ProviderAuthError":
                 self.auth_failed = True
-            self.note_error(message, status=status if isinstance(status, int) else None)
+            # An error that only points at the log keeps what the log said, if it came first.
+            self.note_error(message, status=status if isinstance(status, int) else None,
+                            structured=_SEE_LOG not in message.lower())
             return [AgentEvent("error", message)]
         return []
 
@@ -79,11 +122,14 @@ class OpencodeAdapter(Adapter):
     name = "opencode"
     binary = "opencode"
     install_hint = "npm install -g opencode-ai"
+    login_hint = ("run `opencode auth login`, or set the provider's API key (e.g. "
+                  "ANTHROPIC_API_KEY)")
 
     def default_argv(self, model: str | None) -> list[str]:
         # The prompt goes to stdin: as an argument opencode would quote it, and a long prompt
-        # could exceed the kernel's limit for one argument.
-        argv = ["opencode", "run", "--format", "json"]
+        # could exceed the kernel's limit for one argument. Its errors go to stderr: without
+        # them a model it cannot use is only "Unexpected server error".
+        argv = ["opencode", "run", "--format", "json", "--print-logs", "--log-level", "ERROR"]
         return [*argv, "--model", model] if model else argv
 
     def server_argv(self, argv: list[str]) -> list[str]:
@@ -103,4 +149,12 @@ class OpencodeAdapter(Adapter):
         failed = isinstance(parser, OpencodeParser) and parser.failed
         if exit_code == 0 and not failed:
             return Classification("ok", session_id=parser.session_id)
+        if isinstance(parser, OpencodeParser) and parser.usage_shown and not parser.started:
+            # yargs printed the usage and swallowed its reason (an unknown option, a bad value)
+            parser.config_failed = True
+            parser.last_error = ("opencode rejected its command line (it printed its usage: "
+                                 "an unknown option or an invalid value)")
         return classify_failure(exit_code if exit_code else 1, parser)
+
+    def login(self, env: Mapping[str, str], cwd: Path, model: str | None) -> Login:
+        return opencode_login(env, cwd, model, self.login_hint)

@@ -14,9 +14,11 @@ from ralph.project import find_project_root
 
 
 def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """List every agent adapter: binary found or not, version, the command Ralph will run.
+    """List every agent adapter: binary found or not, version, login, the command Ralph will
+    run.
 
-    Exit code 0 when the default agent can run, 1 when it cannot."""
+    Exit code 0 when the default agent can run, 1 when it cannot (its program cannot start,
+    or it is certainly not logged in)."""
     from ralph.agents.doctor import diagnose
     from ralph.config import load_config
 
@@ -35,6 +37,8 @@ def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
             found = r.path or "not found"
             out.print(f"  binary:  {escape(found)}"
                       + (f" ({escape(r.version)})" if r.version else ""))
+            if r.login:
+                out.print(f"  login:   {_login(r.logged_in, r.login)}")
             out.print(f"  command: {escape(' '.join(r.argv))} (prompt via {r.prompt_via})")
             if r.model or r.env:
                 out.print(f"  model:   {escape(r.model or '-')}; env: "
@@ -44,3 +48,13 @@ def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
                       "\\[agents.<name>] with argv = [...] in ralph.toml (docs/agents.md)")
     default = next((r for r in reports if r.default), None)
     raise typer.Exit(0 if default is None or default.ok else 1)
+
+
+def _login(logged_in: bool | None, login: str) -> str:
+    """yes: what was found; no: the fix (in colour: it blocks the runs that use the agent);
+    unknown: why it cannot be told."""
+    if logged_in is True:
+        return f"[green]yes[/green]: {escape(login)}"
+    if logged_in is False:
+        return f"[yellow]no[/yellow]: {escape(login)}"
+    return f"cannot tell: {escape(login)}"

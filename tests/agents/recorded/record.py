@@ -112,7 +112,18 @@ SCENARIOS: dict[str, dict[str, Any]] = {
              "reply": {"error": {"status": 401, "message": "Invalid API key (fake)."}}}
         ],
     },
+    # every request: the API's answer for a model it does not serve (a 404 naming the model)
+    "404": {"rules": [{"name": "no_such_model", "reply": {"error": {"status": 404}}}]},
+    # the CLI is given an option it does not have (see `vary`)
+    "bad-flag": {"default": {"text": "OK"}},
+    # the CLI is given no key (see `vary`)
+    "no-key": {"default": {"text": "OK"}},
+    # opencode only: a model its config does not have (see `vary`)
+    "unknown-model": {"default": {"text": "OK"}},
 }
+# The key each CLI is given in the environment (left out in the no-key case).
+KEY_ENV = {"codex": "FAKE_OPENAI_API_KEY", "claude": "ANTHROPIC_API_KEY",
+           "gemini": "GEMINI_API_KEY"}
 
 
 @dataclass
@@ -250,7 +261,27 @@ def opencode(url: str, scratch: Path, case: str) -> Run:
     )
 
 
-CLAUDE_ONLY = {"429-unified"}
+ONLY = {"429-unified": "claude", "unknown-model": "opencode"}  # cases for one CLI
+# The cases recorded after opencode's default argv gained `--print-logs --log-level ERROR`
+# (what went wrong before the model was asked is only in its log).
+OPENCODE_LOGS = {"404", "bad-flag", "no-key", "unknown-model"}
+
+
+def vary(run: Run, cli: str, case: str) -> Run:
+    """The run of a case that changes the invocation rather than the model's answers."""
+    if cli == "opencode" and case in OPENCODE_LOGS:
+        run.argv[-1:-1] = ["--print-logs", "--log-level", "ERROR"]
+    if case == "bad-flag":  # not between an option and its value (gemini's -p PROMPT)
+        at = {"claude": len(run.argv), "gemini": run.argv.index("-p")}.get(cli, len(run.argv) - 1)
+        run.argv[at:at] = ["--no-such-flag"]
+    if case == "no-key" and cli in KEY_ENV:
+        del run.env[KEY_ENV[cli]]
+    if case == "no-key" and cli == "opencode":
+        # a model of a provider opencode knows but has no key for
+        run.argv[run.argv.index("fake/fake-model")] = "anthropic/claude-sonnet-4-5"
+    if case == "unknown-model":
+        run.argv[run.argv.index("fake/fake-model")] = "fake/no-such-model"
+    return run
 
 CLIS: dict[str, Callable[[str, Path, str], Run]] = {
     "codex": codex, "claude": claude, "gemini": gemini, "opencode": opencode,
@@ -278,7 +309,7 @@ def record(cli: str, case: str, keep: bool) -> dict[str, Any]:
     server = FakeLLM(SCENARIOS[case], log_path=log_path)
     server.start()
     try:
-        run = CLIS[cli](server.url, scratch, case)
+        run = vary(CLIS[cli](server.url, scratch, case), cli, case)
         for rel, text in run.files.items():
             target = scratch / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -355,7 +386,7 @@ def main() -> int:
         return 2
     for cli in args.cli or sorted(CLIS):
         for case in args.case or list(SCENARIOS):
-            if case in CLAUDE_ONLY and cli != "claude":
+            if ONLY.get(case, cli) != cli:
                 continue
             summary = record(cli, case, args.keep)
             print(f"{cli}-{case}: exit {summary['exit_code']} in {summary['seconds']}s, "

@@ -174,7 +174,10 @@ class AnthropicWire:
     def error_body(self, error: ErrorSpec) -> dict[str, Any]:
         return {
             "type": "error",
-            "error": {"type": self._error_type(error), "message": error.text},
+            # api.anthropic.com names an unknown model as "model: <name>"
+            "error": {"type": self._error_type(error),
+                      "message": f"model: {error.model}" if error.model_not_found
+                      else error.text},
             "request_id": new_id("req_"),
         }
 

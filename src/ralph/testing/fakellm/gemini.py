@@ -144,9 +144,14 @@ class GeminiWire:
             text = str(int(seconds)) if float(seconds).is_integer() else str(seconds)
             details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo",
                             "retryDelay": f"{text}s"})
+        text = error.text
+        if error.model_not_found:  # as generativelanguage.googleapis.com answers it
+            text = (f"models/{error.model} is not found for API version v1beta, or is not "
+                    "supported for generateContent. Call ListModels to see the list of "
+                    "available models and their supported methods.")
         return {"error": {
             "code": error.status,
-            "message": error.text,
+            "message": text,
             "status": error.code or _STATUS.get(error.status, "UNKNOWN"),
             "details": details,
         }}

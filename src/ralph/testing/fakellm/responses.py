@@ -261,10 +261,15 @@ class ResponsesWire:
             kind, code = "invalid_request_error", "invalid_api_key"
         elif error.status >= 500:
             kind, code = "server_error", "server_error"
+        elif error.model_not_found:
+            kind, code = "invalid_request_error", "model_not_found"
         else:
             kind, code = "invalid_request_error", None
+        # As api.openai.com answers an unknown model (Responses and Chat Completions alike).
+        text = (f"The model `{error.model}` does not exist or you do not have access to it."
+                if error.model_not_found else error.text)
         return {
-            "message": error.text,
+            "message": text,
             "type": error.type or kind,
             "param": None,
             "code": error.code or code,

@@ -40,6 +40,7 @@ message picks the entry; the last one repeats). A reply is one of::
     {"tool": {"name": "ToolName", "arguments": {...}}}      # a raw tool call
     {"error": {"status": 429, "message": "...", "retry_after": 1, "times": 2,
                "in_stream": false, "headers": {...}}}
+    {"error": {"status": 404}}        # the API's "unknown model" answer, naming the model
     {"hang": 30}                                            # read the request, answer nothing
 
 and may carry ``usage`` (token counts for this reply; a rule's ``usage`` applies to all its
@@ -47,7 +48,8 @@ replies, the scenario's to every other reply) and ``delay`` (seconds to wait bef
 answering). ``write_file`` and ``shell`` become a call of a tool the client offered in this
 request (see ``tools.py``); a rule whose reply needs a tool the request does not offer does
 not match, so that side calls without tools (titles, summaries) fall through to the default.
-An error is sent as that HTTP status with the protocol's error body (and ``Retry-After``),
+An error is sent as that HTTP status with the protocol's error body (and ``Retry-After``;
+a 404 without a message is the protocol's "model not found" error for the requested model),
 or, with ``in_stream``, as an error event inside a 200 stream (codex: ``response.failed``).
 A rule with ``times`` (or whose first reply is an error with ``times``) matches only that
 many requests; after that it is skipped.
@@ -92,6 +94,12 @@ class ErrorSpec:
     headers: dict[str, str] = field(default_factory=dict)
     type: str | None = None
     code: str | None = None
+    model: str = ""  # the requested model (filled in by the server): a 404's message names it
+
+    @property
+    def model_not_found(self) -> bool:
+        """A 404 without a scripted message: the API's answer for a model it does not serve."""
+        return self.status == 404 and not self.message
 
     @property
     def text(self) -> str:

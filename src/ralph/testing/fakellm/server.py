@@ -361,6 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _error(self, wire: Wire, error: ErrorSpec, view: RequestView) -> None:
+        error = replace(error, model=view.model or "fake-model")
         if error.in_stream and view.stream:
             self._stream(wire.stream_error(error, view.model or "fake-model"))
             return
