@@ -48,6 +48,10 @@ def scenario(case: str, cli: str, tasks: int) -> dict[str, Any]:
         if case == "hang":
             rule["reply"] = {"hang": 600}
         rules.append(rule)
+    if case == "401":  # the key is refused: the run must stop at once, no attempt counted
+        rules.insert(0, {"name": "unauthorized",
+                         "reply": {"error": {"status": 401,
+                                             "message": "Invalid API key (fake)."}}})
     if case == "429":
         rules.insert(0, {"name": "limited", "match": {"user": "- Title: Create hello.txt"},
                          "times": REQUESTS_PER_429_RUN[cli],
@@ -62,7 +66,7 @@ def loopback_only() -> bool:
 def main() -> int:
     args = argparse.ArgumentParser()
     args.add_argument("--cli", required=True)
-    args.add_argument("--case", required=True, choices=["success", "429", "hang", "server"])
+    args.add_argument("--case", required=True, choices=["success", "429", "hang", "server", "401"])
     args.add_argument("--project", required=True, type=Path)
     args.add_argument("--out", required=True, type=Path)
     opts = args.parse_args()
@@ -81,13 +85,18 @@ def main() -> int:
         make_project(root, opts.cli, cli.argv, cli.env, opts.case, tasks)
         service = LoopService(root)
         try:
-            if opts.case == "server":
+            if opts.case in ("server", "401"):
                 outcome = asyncio.run(service.run(max_iterations=3))
                 result: dict[str, Any] = {"outcome": outcome.model_dump(mode="json")}
             else:
                 step = asyncio.run(service.step())
                 result = {"step": step.model_dump(mode="json")}
             result["events"] = [f.to_dict() for f in service.store.read()]
+            result["state"] = json.loads((root / ".ralph" / "state.json").read_text())
+            result["prd"] = (root / "PRD.md").read_text()
+            result["commits"] = subprocess.run(
+                ["git", "log", "--format=%s"], cwd=root, check=True, capture_output=True,
+                text=True, timeout=30).stdout.splitlines()
         finally:
             service.close()
         result["requests"] = [r.to_dict() for r in fake.requests]

@@ -111,6 +111,23 @@ def test_a_hanging_cli_is_ended_with_its_process_tree(tmp_path: Path, cli: str) 
     assert group_members(finished["pid"]) == []
 
 
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_refused_key_stops_the_run_without_an_attempt(tmp_path: Path, cli: str) -> None:
+    """The API answers 401: the run ends with reason `error` and one message naming the
+    agent and how to log in; no attempt is counted, no task blocked, nothing committed."""
+    result = drive(tmp_path, cli, "401")
+    outcome = result["outcome"]
+    assert outcome["reason"] == "error" and outcome["iterations"] == 1, outcome
+    assert f"agent '{cli}' could not authenticate" in outcome["message"]
+    assert "401" in outcome["message"] or "Invalid API key" in outcome["message"]
+    task = result["state"]["tasks"]["1"]
+    assert task["failures"] == 0 and task["blocked"] is None
+    assert result["commits"] == ["e2e project"]
+    assert "Blocked" not in result["prd"] and "- [ ] 1." in result["prd"]
+    finished = [e["meta"] for e in result["events"] if e["topic"] == "iteration.finished"]
+    assert [f["status"] for f in finished] == ["error"]
+
+
 def test_opencode_server_mode(tmp_path: Path) -> None:
     result = drive(tmp_path, "opencode", "server")
     outcome = result["outcome"]
