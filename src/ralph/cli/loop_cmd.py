@@ -212,8 +212,10 @@ def print_status(report: StatusReport) -> None:
     if last is not None:
         verdict = "verified done" if last.verified else last.status.replace("_", " ")
         why = f": {escape(last.reason)}" if last.reason else ""
+        when = (f"finished {last.finished_at}" if last.finished_at
+                else f"started {last.started_at}")
         out.print(f"last: iteration {last.iteration_id}, task {escape(str(last.task_id))}, "
-                  f"{verdict}{why} ({exit_text(last.exit_code)}, finished {last.finished_at})")
+                  f"{verdict}{why} ({exit_text(last.exit_code)}, {when})")
     for blocked in report.blocked:
         out.print(f"[red]blocked[/red]: task {escape(blocked.task_id)}: "
                   f"{escape(blocked.title)}: {escape(blocked.reason or 'no reason given')}")
