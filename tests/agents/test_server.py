@@ -81,6 +81,8 @@ async def test_one_server_per_run_and_gone_afterwards(opencode_project: Project)
     titles = [s.split(" via ")[0] for s in said if " via " in s]
     assert titles == [f"proj - Iteration #{n}" for n in (1, 2, 3)]
     assert len({s.split(" via ")[1] for s in said if " via " in s}) == 1
+    # Each text part is an event of its own, whether the two lines came in one read or two.
+    assert said.count("EXIT_SIGNAL: true") == 3
     state = json.loads((opencode_project.root / ".ralph/state.json").read_text())
     assert state["active_run"] is None
 

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ralph.agents import adapter_for
-from ralph.agents.base import AgentError, AgentEvent, AgentStatus, Usage
+from ralph.agents.base import (
+    AgentError,
+    AgentEvent,
+    AgentStatus,
+    JsonOutputParser,
+    OutputKind,
+    Usage,
+)
 from ralph.agents.opencode import OpencodeAdapter
+from ralph.agents.program import check_program
 from ralph.config import ResolvedAgent
 from ralph.proc import ProcessError, run_process
 
@@ -21,6 +30,9 @@ Emit = Callable[[str, dict[str, Any]], object]  # (topic, meta): appends an even
 # biggest JSON event (a whole file in a tool result, a long final answer).
 MAX_LINE_BYTES = 8 * 1024 * 1024
 EVENT_CHARS = 8 * 1024  # agent.output events carry at most this much text each
+# Plain-text lines a stream gives an agent.output event each; later ones are joined into
+# events of up to EVENT_CHARS (see _Framer), so an agent printing megabytes makes few events.
+LINE_EVENTS = 10_000
 TAIL_CHARS = 16 * 1024  # the end of the output kept for classification and signals
 # Anywhere in a line ("Done. EXIT_SIGNAL: true"); the last one said counts.
 _EXIT_SIGNAL = re.compile(r"\bEXIT_SIGNAL\**\s*:\s*\**`?(true|false)\b", re.IGNORECASE)
@@ -59,7 +71,10 @@ class _Lines:
         while len(self._pending) > MAX_LINE_BYTES:
             parts.append(self._pending[:MAX_LINE_BYTES])
             self._pending = self._pending[MAX_LINE_BYTES:]
-        return [p.decode("utf-8", "replace").rstrip("\r") for p in parts]
+        # A complete line is cut at the same places as one still arriving, so that the
+        # pieces never depend on how the pipe delivered it.
+        return [p[i:i + MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r")
+                for p in parts for i in range(0, max(len(p), 1), MAX_LINE_BYTES)]
 
     def flush(self) -> list[str]:
         rest, self._pending = self._pending, b""
@@ -67,15 +82,11 @@ class _Lines:
 
 
 def resolve_program(argv: list[str], agent: ResolvedAgent, hint: str | None) -> None:
-    """Fail early, in one line, when the agent's program is not there."""
-    program = argv[0]
-    if "/" in program:
-        if not Path(program).exists():
-            raise AgentError(f"agent '{agent.name}': {program} does not exist")
-        return
-    if shutil.which(program) is None:
-        how = f"; install it with `{hint}`" if hint else ""
-        raise AgentError(f"agent '{agent.name}': {program} not found on PATH{how}")
+    """Fail early, in one line naming the agent, the path and the fix, when the agent's
+    program cannot start: not there, not executable, a format the kernel does not run."""
+    problem = check_program(argv[0], hint).problem
+    if problem is not None:
+        raise AgentError(f"agent '{agent.name}': {problem}")
 
 
 async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file: Path,
@@ -96,23 +107,26 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     parser = adapter.parser()
     splitters = {"stdout": _Lines(), "stderr": _Lines()}
     said = _Tail()  # what the agent said (its text): EXIT_SIGNAL, the judge's verdict
-    pending: list[AgentEvent] = []
+
+    def send(meta: dict[str, Any]) -> None:
+        emit("agent.output", meta)
+
+    framers = {"stdout": _Framer(send), "stderr": _Framer(send)}
+    json_stdout = isinstance(parser, JsonOutputParser)
 
     def take_lines(stream: str, lines: list[str]) -> None:
+        framer = framers[stream]
+        plain = stream == "stderr" or not json_stdout
         for line in lines:
             for event in parser.feed_line(stream, line):
-                pending.append(event)
+                # A JSON parser keeps a line that is not its JSON as text the agent did not
+                # say: a plain-text line too.
+                framer.add(event, line=plain or (event.kind == "text" and not event.said))
                 if event.kind == "text" and event.said:
                     said.add(event.content, continues=event.delta)
 
-    def flush_events() -> None:
-        for event in _coalesce(pending):
-            emit("agent.output", event.meta())
-        pending.clear()
-
     def on_output(stream: str, chunk: bytes) -> None:
         take_lines(stream, splitters[stream].feed(chunk))
-        flush_events()
 
     emit("agent.started", {"agent": agent.name, "adapter": agent.adapter,
                            "argv": command.shown, "session_id": None})
@@ -121,12 +135,18 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
         result = await run_process(command.argv, cwd=cwd, env={**agent.env, **command.env},
                                    stdin_data=command.stdin, timeout_s=timeout,
                                    on_output=on_output, log_path=log_path,
-                                   on_start=on_start)
+                                   on_start=on_start, contain=True)
     except ProcessError as exc:
         raise AgentError(f"agent '{agent.name}': {exc}") from None
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # the lines held so far were printed: keep them
+            for framer in framers.values():
+                framer.flush()
+        raise
     for stream, splitter in splitters.items():
         take_lines(stream, splitter.flush())
-    flush_events()
+    for framer in framers.values():
+        framer.flush()
     verdict = adapter.classify(result.exit_code, parser)
     text_tail = said.text()
     exit_signal = _exit_signal(text_tail)
@@ -187,20 +207,62 @@ def _exit_signal(text: str) -> bool | None:
     return found
 
 
-def _coalesce(events: list[AgentEvent]) -> list[AgentEvent]:
-    """Join consecutive text events into pieces of at most EVENT_CHARS (fewer, larger frames)."""
-    out: list[AgentEvent] = []
-    for event in events:
-        last = out[-1] if out else None
-        if (last is not None and last.kind == event.kind and last.tool == event.tool
-                and last.said == event.said
-                and len(last.content) + len(event.content) < EVENT_CHARS):
-            joint = "" if event.delta else "\n"
-            out[-1] = AgentEvent(last.kind, last.content + joint + event.content, last.tool,
-                                 last.said, last.delta)
-        elif len(event.content) > EVENT_CHARS:
-            out.extend(AgentEvent(event.kind, event.content[i:i + EVENT_CHARS], event.tool)
-                       for i in range(0, len(event.content), EVENT_CHARS))
+class _Framer:
+    """One output stream's events as `agent.output` frames, decided by the output alone.
+
+    A pipe read holds whatever has arrived by then: two lines printed a moment apart come in
+    one read on a busy machine and in two on an idle one. So nothing here depends on which
+    lines came together, and the same output always gives the same frames:
+
+    - each event of the CLI (a JSON event: a message, a tool call or result, a streamed
+      piece of text) is a frame of its own, never joined with another;
+    - so is each plain-text line (the command adapter's output, stderr, a line that is not
+      the CLI's JSON), up to LINE_EVENTS lines of the stream; after that consecutive lines
+      of one kind are held and joined (by newlines) into frames of at most EVENT_CHARS, sent
+      when the next line would not fit, when something else comes on the stream, or at the
+      end: an agent that prints megabytes gives a few thousand frames, not millions;
+    - text longer than EVENT_CHARS is cut into EVENT_CHARS pieces, one frame each.
+
+    Memory: at most EVENT_CHARS characters held.
+    """
+
+    def __init__(self, send: Callable[[dict[str, Any]], object]) -> None:
+        self._send = send
+        self._lines = 0  # plain-text lines framed one by one
+        self._held: list[str] = []
+        self._held_chars = 0  # of the held lines joined by newlines
+        self._held_kind: tuple[OutputKind, str | None] = ("text", None)
+
+    def add(self, event: AgentEvent, *, line: bool) -> None:
+        """Frame `event`; `line`: it is a plain-text line, not an event of the CLI's JSON."""
+        if line and self._lines >= LINE_EVENTS and len(event.content) <= EVENT_CHARS:
+            self._hold(event)
+            return
+        self._lines += line
+        self.flush()
+        if len(event.content) <= EVENT_CHARS:
+            self._send(event.meta())
         else:
-            out.append(event)
-    return out
+            for i in range(0, len(event.content), EVENT_CHARS):
+                self._send(AgentEvent(event.kind, event.content[i:i + EVENT_CHARS],
+                                      event.tool).meta())
+
+    def _hold(self, event: AgentEvent) -> None:
+        kind = (event.kind, event.tool)
+        if self._held and (kind != self._held_kind
+                           or self._held_chars + 1 + len(event.content) > EVENT_CHARS):
+            self.flush()
+        if self._held:
+            self._held_chars += 1
+        self._held_kind = kind
+        self._held.append(event.content)
+        self._held_chars += len(event.content)
+
+    def flush(self) -> None:
+        """Send the held lines, if any, as one frame."""
+        if self._held:
+            kind, tool = self._held_kind
+            text = "\n".join(self._held)
+            self._held.clear()
+            self._held_chars = 0
+            self._send(AgentEvent(kind, text, tool).meta())
