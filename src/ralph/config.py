@@ -176,13 +176,22 @@ def _not_blank(command: str) -> str:
 def _relative_glob(pattern: str) -> str:
     if not pattern.strip():
         raise PydanticCustomError("blank_pattern", "a protected pattern must not be blank")
-    parts = pattern.replace("\\", "/").split("/")
-    if pattern.startswith("/") or ".." in parts or "\0" in pattern:
+    parts = pattern.split("/")
+    if pattern.startswith("/") or ".." in parts or "\0" in pattern or "\\/" in pattern:
         raise PydanticCustomError(
             "outside_pattern",
             "{pattern} must be relative to the project root, without '..'",
             {"pattern": repr(pattern)})
-    return pattern
+    if "[:" in pattern:
+        raise PydanticCustomError(
+            "class_pattern", "{pattern}: character classes such as [:alpha:] are not "
+            "supported (list the characters: [a-z])", {"pattern": repr(pattern)})
+    # `./tests/**` and `tests//x` name what `tests/**` and `tests/x` do.
+    normal = "/".join(part for part in parts if part not in ("", "."))
+    if not normal:
+        raise PydanticCustomError("root_pattern", "{pattern} names the project root itself "
+                                  "(write ** to protect everything)", {"pattern": repr(pattern)})
+    return normal + ("/" if pattern.endswith("/") else "")
 
 
 class GatesConfig(_Section):

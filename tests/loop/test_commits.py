@@ -209,3 +209,113 @@ async def test_check_refuses_a_background_run_on_a_dirty_tree(project: Project,
             assert outcome is not None and outcome.iterations == 1
     finally:
         await service.aclose()
+
+
+async def _kill_mid_iteration(project: Project, ready: Path) -> None:
+    """Start a run in another process, wait until `ready` exists and the agent runs, then
+    SIGKILL the orchestrator (its guard ends the agent)."""
+    proc = start_orchestrator(project.root)
+    try:
+        await wait_for(ready.exists, timeout=60)
+        await wait_for(lambda: bool((project.state().get("in_flight") or {})
+                                    .get("agent_pgid")), timeout=60)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+async def test_after_a_crash_the_next_run_uses_the_config_put_back(project: Project) -> None:
+    """An agent that rewrote ralph.toml (to drop the gate) and whose orchestrator died: the
+    next start puts ralph.toml back and runs with that one."""
+    project.config(gates=["test -f proof.txt"])
+    project.commit("a gate")
+    original = (project.root / "ralph.toml").read_text()
+    cheat = original.replace('commands = ["test -f proof.txt"]', "commands = []")
+    project.plan({"tasks": {"1": [misbehaving.hang(120, write={"ralph.toml": cheat,
+                                                               "half.txt": "x"}),
+                                  {"tick": True}]}})
+    await _kill_mid_iteration(project, project.root / "half.txt")
+    service = project.service()
+    try:
+        result = await service.step()
+    finally:
+        await service.aclose()
+    assert (project.root / "ralph.toml").read_text() == original
+    assert not result.verified and result.reason and "test -f proof.txt" in result.reason
+
+
+async def test_the_users_edits_after_a_crash_are_left_to_the_user(project: Project) -> None:
+    project.plan({"tasks": {"1": [misbehaving.hang(120, write={"half.txt": "half\n"})]}})
+    await _kill_mid_iteration(project, project.root / "half.txt")
+    await asyncio.sleep(1.2)  # past the dead process's last sign of life (and its slack)
+    with (project.root / "PROMPT_build.md").open("a") as handle:
+        handle.write("\nThe user's own edit, after the crash.\n")
+    (project.root / "mine.txt").write_text("the user's file\n")
+    service = project.service()
+    try:
+        with pytest.raises(LoopError, match=r"mine\.txt"):
+            await service.step()
+    finally:
+        await service.aclose()
+    assert "The user's own edit" in (project.root / "PROMPT_build.md").read_text()
+    assert (project.root / "mine.txt").exists()
+    assert "(attempt 1, interrupted:" in _subjects(project.root)[0]
+    assert _files_of(project.root, "HEAD") == ["half.txt"]
+
+
+async def test_without_auto_commit_a_crash_still_puts_protected_paths_back(
+        project: Project) -> None:
+    (project.root / "gate.sh").write_text("exit 1\n")
+    project.config("\n[git]\nauto_commit = false\n", gates=["sh gate.sh"])
+    project.commit("no commits")
+    project.plan({"tasks": {"1": [misbehaving.hang(120, write={"gate.sh": "exit 0\n"}),
+                                  {"tick": True}]}})
+    project.plan({"tasks": {"1": [misbehaving.hang(120, write={"gate.sh": "exit 0\n",
+                                                               "ready.txt": "x"}),
+                                  {"tick": True}]}})
+    await _kill_mid_iteration(project, project.root / "ready.txt")
+    assert (project.root / "gate.sh").read_text() == "exit 0\n"
+    service = project.service()
+    try:
+        result = await service.step()
+    finally:
+        await service.aclose()
+    assert (project.root / "gate.sh").read_text() == "exit 1\n"
+    assert not result.verified
+
+
+async def test_a_stop_during_the_gates_commits_the_agents_work_not_the_gates(
+        project: Project) -> None:
+    project.config(gates=["mkdir -p out && echo r > out/report.txt && sleep 60"])
+    project.commit("a slow gate")
+    project.plan({"default": {"write": {"src/a.py": "x = 1\n"}, "tick": True}})
+    service = project.service()
+    try:
+        await service.start_run()
+        await wait_for((project.root / "out" / "report.txt").exists)
+        assert service.stop()
+        outcome = await asyncio.wait_for(service.wait(), 30)
+    finally:
+        await service.aclose()
+    assert outcome is not None and outcome.reason == "stopped"
+    # The tick was reopened (PRD.md as before, a line in progress.md); the gate's report stays
+    # out.
+    assert _files_of(project.root, "HEAD") == ["progress.md", "src/a.py"]
+    assert "out/report.txt" not in git(project.root, "log", "--name-only", "--format=")
+
+
+async def test_a_gate_that_changes_a_tracked_file_does_not_refuse_the_next_start(
+        project: Project) -> None:
+    (project.root / "results.log").write_text("none yet\n")
+    project.config(gates=["date +%s%N > results.log"])
+    project.commit("a gate that writes a tracked log")
+    project.plan({"default": {"tick": True}})
+    service = project.service()
+    try:
+        first = await service.step()
+        assert first.verified and first.repo_clean
+        second = await service.step()
+    finally:
+        await service.aclose()
+    assert second.verified
+    assert "results.log" not in _files_of(project.root, "HEAD")

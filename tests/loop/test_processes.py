@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -156,3 +157,101 @@ def test_sighup_stops_a_run_like_sigterm(project: Project) -> None:
         stopped = [f.meta for f in store.read("run.stopped")]
     assert stopped and stopped[-1]["reason"] == "stopped"
     assert "Traceback" not in err.decode()
+
+
+def _wait_for_agent(project: Project, ready: Path, timeout: float = 60) -> int:
+    """The agent's process group, once it runs and `ready` exists."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        flight = (project.state().get("in_flight") or {}) if (
+            project.root / ".ralph/state.json").exists() else {}
+        if flight.get("agent_pgid") and ready.exists():
+            return int(flight["agent_pgid"])
+        time.sleep(0.05)
+    raise AssertionError("the agent did not start")
+
+
+def _run_stopped(project: Project) -> list[dict[str, object]]:
+    with Store(project.root / ".ralph" / "store") as store:
+        return [f.meta for f in store.read("run.stopped")]
+
+
+def test_closing_the_terminal_stops_a_run_with_129(project: Project) -> None:
+    """A real terminal that goes away: the session's controlling pty closes, the kernel
+    sends SIGHUP, and every write to the terminal fails from then on."""
+    project.plan({"default": misbehaving.hang(120, write={"half.txt": "half\n"})})
+    pid, master = pty.fork()
+    if pid == 0:  # the child: a session leader on the pty, as a login shell's job would be
+        os.chdir(project.root)
+        os.execv(sys.executable, [sys.executable, "-m", "ralph", "run"])
+    pgid = 0
+    try:
+        pgid = _wait_for_agent(project, project.root / "half.txt")
+        os.close(master)  # the terminal window closes
+        master = -1
+        deadline = time.monotonic() + 60
+        status = 0
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("ralph run did not end after its terminal closed")
+    finally:
+        if master >= 0:
+            os.close(master)
+        _kill(pid)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 129, status
+    assert group_members(pgid) == []
+    assert _run_stopped(project)[-1]["reason"] == "stopped"
+    state = project.state()
+    assert state["in_flight"] is None and state["active_run"] is None
+    assert "(attempt 1, stopped:" in subprocess.run(
+        ["git", "log", "-1", "--format=%s"], cwd=project.root, capture_output=True, text=True,
+        check=True).stdout
+
+
+def test_under_nohup_a_hangup_is_ignored(project: Project) -> None:
+    project.plan({"default": misbehaving.hang(120, write={"half.txt": "half\n"})})
+    proc = subprocess.Popen(["nohup", *RALPH, "run"], cwd=project.root,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _wait_for_agent(project, project.root / "half.txt")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert proc.poll() is None, "a hangup under nohup stopped the run"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        _kill(proc.pid)
+    assert proc.returncode == 130
+
+
+def test_a_second_sigterm_does_not_interrupt_the_stop(project: Project) -> None:
+    """The stop records and commits what the iteration left; signals that come meanwhile
+    (a terminal sends SIGHUP twice) do not cut it short."""
+    hook = project.root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nsleep 2\n")  # a slow commit, as hooks can be
+    hook.chmod(0o755)
+    project.plan({"default": misbehaving.hang(120, write={"half.txt": "half\n"})})
+    proc = subprocess.Popen([*RALPH, "run"], cwd=project.root, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        _wait_for_agent(project, project.root / "half.txt")
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        _kill(proc.pid)
+    assert proc.returncode == 130, err
+    state = project.state()
+    assert state["in_flight"] is None
+    log = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=project.root,
+                         capture_output=True, text=True, check=True).stdout
+    assert "(attempt 1, stopped:" in log

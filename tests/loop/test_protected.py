@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ralph.config import ConfigError, parse_config
+from ralph.loop import LoopError
 from ralph.loop.models import StepResult
 from ralph.loop.protect import _compiled, fixed_patterns, gate_words
 from ralph.store import Frame
@@ -259,3 +260,97 @@ def test_fixed_patterns_are_the_config_and_prompts_and_the_users() -> None:
 def test_protected_patterns_outside_the_project_are_refused(bad: str) -> None:
     with pytest.raises(ConfigError, match=r"gates\.protected\[0\]"):
         parse_config(f"[gates]\nprotected = [{json.dumps(bad)}]\n")
+
+
+# -- what git status does not show, and what is no cheating -------------------------------------
+
+
+async def test_caches_the_agents_own_test_run_makes_are_removed_without_failing(
+        project: Project) -> None:
+    """An agent that runs the tests itself leaves __pycache__ under the protected tests."""
+    tests = project.root / "tests"
+    tests.mkdir()
+    (tests / "check.sh").write_text("exit 0\n")
+    _setup(project, ["sh tests/check.sh"], 'protected = ["tests/**"]\n')
+    project.plan({"tasks": {"1": [{"write": {"tests/__pycache__/check.cpython-311.pyc": "x",
+                                              "tests/.pytest_cache/v/cache": "{}",
+                                              "src.py": "x = 1\n"}, "tick": True}]}})
+    result, events = await _step(project)
+    assert result.verified, result.reason
+    assert _reverted(events) == []
+    assert not (tests / "__pycache__").exists() and not (tests / ".pytest_cache").exists()
+
+
+async def test_a_self_ignoring_gitignore_under_a_protected_dir_is_found(
+        project: Project) -> None:
+    tests = project.root / "tests"
+    tests.mkdir()
+    (tests / "check.sh").write_text("test -f tests/override.sh && exit 0; exit 1\n")
+    _setup(project, ["sh tests/check.sh"], 'protected = ["tests/**"]\n')
+    project.plan({"tasks": {"1": [{"write": {"tests/override.sh": "ok\n",
+                                              "tests/.gitignore": ".gitignore\noverride.sh\n"},
+                                   "tick": True}]}})
+    result, events = await _step(project)
+    assert not result.verified
+    paths = _reverted(events)[0].meta["paths"]
+    assert "tests/override.sh" in paths and "tests/.gitignore" in paths
+    assert not (tests / "override.sh").exists() and not (tests / ".gitignore").exists()
+
+
+async def test_a_gate_script_hidden_with_assume_unchanged_is_found(project: Project) -> None:
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh"])
+    project.plan({"tasks": {"1": [{"git": ["update-index", "--assume-unchanged", "gate.sh"],
+                                   **misbehaving.rewrite_gate("gate.sh")}]}})
+    result, events = await _step(project)
+    assert not result.verified
+    assert _reverted(events)[0].meta["paths"] == ["gate.sh"]
+    assert (project.root / "gate.sh").read_text() == FAILING_GATE
+    assert "h gate.sh" not in git(project.root, "ls-files", "-v", "gate.sh")
+
+
+async def test_a_file_and_a_directory_swapped_are_put_back(project: Project) -> None:
+    unit = project.root / "tests" / "unit"
+    unit.mkdir(parents=True)
+    (unit / "check.sh").write_text("exit 1\n")
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh tests/unit"])
+    project.plan({"tasks": {"1": [{"delete": ["tests/unit/check.sh", "gate.sh"],
+                                   "write": {"tests/unit.sh": "x"}, "tick": True,
+                                   "shell": ["rmdir tests/unit && echo pass > tests/unit && "
+                                             "mkdir gate.sh && echo x > gate.sh/inside"]}]}})
+    result, _ = await _step(project)
+    assert not result.verified
+    assert (unit / "check.sh").read_text() == "exit 1\n"
+    assert (project.root / "gate.sh").read_text() == FAILING_GATE
+    assert git(project.root, "status", "--porcelain") == ""
+
+
+async def test_a_wildcard_pattern_covers_below_what_it_names_in_commits_too(
+        project: Project) -> None:
+    fixtures = project.root / "fixtures" / "sub"
+    fixtures.mkdir(parents=True)
+    (fixtures / "check.sh").write_text("exit 1\n")
+    _setup(project, ["sh fixtures/sub/check.sh"], 'protected = ["fixtures/*"]\n')
+    # Not named by the gate's words as a path pattern: the user's glob protects it.
+    project.plan({"tasks": {"1": [{"write": {"fixtures/sub/check.sh": "exit 0\n"},
+                                   "tick": True, "commit": "make it pass"}]}})
+    result, events = await _step(project)
+    assert not result.verified
+    assert _reverted(events)[0].meta["paths"] == ["fixtures/sub/check.sh"]
+
+
+async def test_an_agent_that_cannot_work_leaves_no_protected_change(project: Project) -> None:
+    (project.root / "gate.sh").write_text(FAILING_GATE)
+    _setup(project, ["sh gate.sh"])
+    project.plan({"tasks": {"1": [{**misbehaving.not_logged_in(),
+                                   "write": {"gate.sh": "exit 0\n", "work.txt": "w\n"}}]}})
+    service = project.service()
+    try:
+        with pytest.raises(LoopError, match="could not authenticate"):
+            await service.step()
+    finally:
+        await service.aclose()
+    assert (project.root / "gate.sh").read_text() == FAILING_GATE
+    assert git(project.root, "status", "--porcelain") == ""  # work.txt kept, committed
+    assert project.state()["tasks"]["1"]["failures"] == 0

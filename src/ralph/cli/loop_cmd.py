@@ -67,24 +67,30 @@ def _service(quiet: bool, max_iterations: int | None = None) -> tuple[LoopServic
 def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop) -> T:
     """Run `work` with Ctrl-C, SIGTERM and SIGHUP turned into a stop request (a second
     Ctrl-C interrupts at once). After SIGHUP the terminal is gone: output that would go to
-    it goes nowhere instead of failing."""
+    it goes nowhere instead of failing. Under `nohup` (SIGHUP ignored) a hangup stays
+    ignored."""
+    terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # after a hangup isatty() says no
+    signals = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signals.append(signal.SIGHUP)
+
     async def main() -> T:
         loop = asyncio.get_running_loop()
 
         def on_signal(signum: int) -> None:
             stop.signal = stop.signal or signum
             if signum == signal.SIGHUP:
-                _detach_from_terminal()
+                _detach(terminal)
             service.stop()
             if signum == signal.SIGINT:
                 loop.remove_signal_handler(signal.SIGINT)
 
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for signum in signals:
             loop.add_signal_handler(signum, on_signal, signum)
         try:
             return await work()
         finally:
-            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            for signum in signals:
                 loop.remove_signal_handler(signum)
 
     try:
@@ -93,13 +99,12 @@ def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop) 
         raise typer.Exit(stop.exit_code) from None
 
 
-def _detach_from_terminal() -> None:
-    """Point stdout and stderr at /dev/null where they are the (closed) terminal."""
+def _detach(fds: list[int]) -> None:
+    """Point `fds` (those that were the terminal) at /dev/null."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        for fd in (1, 2):
-            if os.isatty(fd):
-                os.dup2(devnull, fd)
+        for fd in fds:
+            os.dup2(devnull, fd)
     finally:
         os.close(devnull)
 

@@ -8,10 +8,13 @@ task.reopened, task.blocked, loop.error. Faces map them to their wire names.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from ralph.store import Frame, Store
+
+log = logging.getLogger("ralph.loop")
 
 Observer = Callable[[Frame], None]
 
@@ -34,5 +37,9 @@ class EventSink:
         frame = self.store.append(topic, {"run_id": self.run_id, **meta}, content=content,
                                   stream=self.stream)
         if self.observer is not None:
-            self.observer(frame)
+            try:
+                self.observer(frame)
+            except Exception as exc:  # a display that cannot write (a closed terminal) stops
+                log.warning("the run's display stopped: %s", exc)  # nothing else
+                self.observer = None
         return frame

@@ -31,11 +31,19 @@ from ralph.loop.gates import GateReceipt, run_gates
 from ralph.loop.models import IterationStatus, LastIteration, StepResult
 from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.prompt import Memory, build_prompt
-from ralph.loop.protect import Change, Guard, describe
+from ralph.loop.protect import Change, Guard, describe, put_back
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
 from ralph.loop.status import stale_blocks
-from ralph.loop.worktree import agent_paths, covered, new_gate_outputs, remember_gate_outputs
+from ralph.loop.worktree import (
+    agent_paths,
+    attempt_message,
+    covered,
+    gate_changes,
+    remember_gate_outputs,
+    tree_is_clean,
+    untracked_outputs,
+)
 from ralph.store import Store
 from ralph.store.frame import format_ts
 from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
@@ -134,10 +142,7 @@ class Iteration:
             if record.outcome is None and isinstance(exc.outcome, AgentOutcome):
                 record.outcome = exc.outcome
                 record.return_code = exc.outcome.exit_code
-            if record.after is not None:
-                await self._keep_unfinished_work(tracker, record)
-            else:
-                self._reopen_unverified(tracker, record)
+            await self._keep_unfinished_work(tracker, record)
             self._finish(record, clock)
             raise
         except (RalphError, OSError) as exc:
@@ -183,7 +188,8 @@ class Iteration:
         rec.context_dir = paths.context_dir(task.id, rec.attempt_id)
         rec.context_dir.mkdir(parents=True, exist_ok=True)
         rec.guard = await Guard.begin(ctx.config, ctx.git, paths.root, before,
-                                      rec.context_dir / "protected")
+                                      rec.context_dir / "protected",
+                                      outputs=ctx.state.gate_outputs)
         prompt_file = rec.context_dir / "prompt.md"
         atomic_write_text(prompt_file, prompt, durable=False)
         rec.log_path = paths.log(rec.iteration)
@@ -193,7 +199,9 @@ class Iteration:
         rec.return_code = outcome.exit_code
         after = await ctx.git.snapshot(exclude=RUNTIME)
         rec.after = after
-        rec.progress_by_agent = after.fingerprint != before.fingerprint  # files or commits
+        # Files or commits; files the gates made and the agent only made again do not count.
+        rec.progress_by_agent = after.head != before.head or bool(
+            agent_paths(before, after, ctx.state.gate_outputs))
         # Before the gates: they judge the task's own work, on inputs the agent left alone.
         await self._put_back_protected(rec, after)
         self._undo_other_tracker_edits(tracker, rec)
@@ -365,22 +373,20 @@ class Iteration:
 
     async def _put_back_protected(self, rec: _Record, after: WorkTree) -> None:
         """Whatever the agent changed under a protected path goes back to its content at the
-        start of the iteration (recorded, with the agent's diff in the content store)."""
+        start of the iteration (recorded, with the agent's diff in the content store); new
+        cache files there (`__pycache__/`) are only removed."""
         if rec.guard is None or rec.before is None:
             return
         changes = await rec.guard.changes(rec.before, after)
         if not changes:
             return
-        diff = await rec.guard.diff(changes)
-        await rec.guard.revert(changes)
-        rec.protected = changes
-        self.emit("protected.reverted", {
-            "task_id": rec.task.id, "attempt_id": rec.attempt_id,
-            "paths": [c.path for c in changes],
-            "changes": [{"path": c.path, "change": c.change} for c in changes]},
-            content=diff or None)
-        self._note(f"Ralph put back protected paths the agent changed in attempt "
-                   f"{rec.attempt_id} of task {rec.task.id}: {describe(changes, limit=20)}.")
+        rec.reverted = {c.path for c in changes}
+        rec.protected = await put_back(rec.guard, changes, self.emit, task_id=rec.task.id,
+                                       attempt_id=rec.attempt_id)
+        if rec.protected:
+            self._note(f"Ralph put back protected paths the agent changed in attempt "
+                       f"{rec.attempt_id} of task {rec.task.id}: "
+                       f"{describe(rec.protected, limit=20)}.")
 
     def _undo_other_tracker_edits(self, tracker: Tracker, rec: _Record) -> None:
         """Blocks the agent took off are put back, and ticks of other tasks reopened (a task
@@ -398,10 +404,20 @@ class Iteration:
         """Stage what the agent changed, taken now, before the gates, so that what they
         create stays out of the commit."""
         assert rec.before is not None
-        reverted = {c.path for c in rec.protected}
-        rec.staged = [p for p in agent_paths(rec.before, after, self.ctx.state.gate_outputs)
-                      if p not in reverted]
-        await self.ctx.git.stage([*rec.staged, *self._ralph_edits(rec)], exclude=RUNTIME)
+        state = self.ctx.state
+        rec.staged = [p for p in agent_paths(rec.before, after, state.gate_outputs)
+                      if p not in rec.reverted]
+        await self.ctx.git.stage([*rec.staged, *self._ralph_edits(rec)],
+                                 exclude=self._never_staged(after))
+        rec.stage_done = True
+        if state.in_flight is not None:  # a later start commits the index as it is
+            state.in_flight.staged = True
+            self.ctx.save(durable=False)
+
+    def _never_staged(self, tree: WorkTree) -> list[str]:
+        """Ralph's runtime files, and the gates' earlier outputs (an agent's own `git add
+        -A` may have staged them)."""
+        return [*RUNTIME, *untracked_outputs(tree, self.ctx.state.gate_outputs)]
 
     def _ralph_edits(self, rec: _Record) -> list[str]:
         """The files Ralph itself edited in this iteration (the tracker, progress.md)."""
@@ -416,49 +432,48 @@ class Iteration:
         if not ctx.config.git.auto_commit or not (rec.staged or rec.edited):
             return
         await ctx.git.stage(self._ralph_edits(rec), exclude=RUNTIME)
-        message = ctx.config.git.format_commit_message(
-            task_id=rec.task.id, title=rec.task.title, iteration=rec.iteration)
-        if not rec.verified:
-            attempt = ctx.state.task(rec.task.id).attempts
-            why = rec.reason or "not verified"
-            message += (f" (attempt {attempt}, not verified: {why})" if rec.status not in
-                        ("stopped", "error") else f" (attempt {attempt}, {rec.status}: {why})")
-        rec.commit = await ctx.git.commit_staged(message)
+        rec.commit = await ctx.git.commit_staged(attempt_message(
+            ctx.config, rec.task, rec.iteration, ctx.state.task(rec.task.id).attempts,
+            None if rec.verified else rec.status, rec.reason))
 
     async def _repo_clean(self, rec: _Record) -> bool:
         """No change is left uncommitted but the gates' outputs. After gates (or a judge or
-        reviewer) ran, one look at the tree finds what they created, remembered as gate
-        outputs; without them the answer follows from what was staged."""
+        reviewer) ran, one look at the tree finds what they created or changed, remembered
+        as gate outputs; without them the answer follows from what was staged."""
         ctx = self.ctx
-        outputs = ctx.state.gate_outputs
         if rec.receipts or rec.judge_ok is not None or rec.review_ok is not None:
             post = await ctx.git.snapshot(exclude=RUNTIME, untracked="normal")
             if rec.after is not None:
-                remember_gate_outputs(ctx.state, new_gate_outputs(rec.after, post))
-            return all(covered(p, ctx.state.gate_outputs) for _, p in post.changes)
+                made, changed = gate_changes(rec.after, post, rec.reverted)
+                remember_gate_outputs(ctx.state, made, changed)
+            return tree_is_clean(post, ctx.state)
         if rec.after is None:
             return False
         if not ctx.config.git.auto_commit:
             return rec.after.clean and not rec.edited
-        staged = set(rec.staged)
-        return all(p in staged or covered(p, outputs) for _, p in rec.after.changes)
+        done = set(rec.staged) | rec.reverted
+        return all(p in done or covered(p, ctx.state.gate_outputs)
+                   for _, p in rec.after.changes)
 
     async def _keep_unfinished_work(self, tracker: Tracker, rec: _Record) -> None:
-        """An iteration that ends without a verdict (stopped, an orchestrator error): what
-        it left marked done is reopened, protected paths are put back, and the rest of what
-        the agent did is committed as this attempt's work, so that the next start finds a
-        clean tree (best effort: a failure here is reported, and the next start's recovery
-        or the user takes over)."""
+        """An iteration that ends without a verdict (stopped, an orchestrator error, an
+        agent that cannot work): what it left marked done is reopened, protected paths are
+        put back, and the rest of what the agent did is committed as this attempt's work,
+        so that the next start finds a clean tree (best effort: a failure here is reported,
+        and the next start's recovery or the user takes over). Once the agent's work was
+        staged (the gates may have run since), the index is committed as it is."""
         self._reopen_unverified(tracker, rec)
         ctx = self.ctx
-        if rec.before is None or not ctx.config.git.auto_commit or rec.commit is not None:
+        if rec.before is None or rec.commit is not None:
             return
         try:
-            after = await ctx.git.snapshot(exclude=RUNTIME)
-            if not rec.protected:
-                await self._put_back_protected(rec, after)
-            await self._stage_agent_work(rec, after)
-            rec.after = after
+            if not rec.stage_done:
+                after = await ctx.git.snapshot(exclude=RUNTIME)
+                if rec.guard is not None and not rec.reverted:
+                    await self._put_back_protected(rec, after)
+                rec.after = after
+                if ctx.config.git.auto_commit:
+                    await self._stage_agent_work(rec, after)
             await self._commit(rec)
         except (RalphError, OSError) as exc:
             log.warning("could not commit what the %s iteration %d left: %s", rec.status,
@@ -629,7 +644,9 @@ class _Record:
     after: WorkTree | None = None
     guard: Guard | None = None
     protected: list[Change] = field(default_factory=list)  # protected paths put back
+    reverted: set[str] = field(default_factory=set)  # those and the cache files removed
     staged: list[str] = field(default_factory=list)  # the agent's changes, staged
+    stage_done: bool = False
     done_before: set[str] = field(default_factory=set)  # tasks marked done at the start
     commit: str | None = None
     repo_clean: bool = False

@@ -15,11 +15,11 @@ git is asked about content only when one of them is protected or the agent commi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shlex
 import shutil
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -30,6 +30,8 @@ import orjson
 from ralph.config import CONFIG_FILE, Config
 from ralph.fsutil import atomic_write_bytes
 from ralph.git import Git, WorkTree
+from ralph.loop.events import EventSink
+from ralph.loop.worktree import covered, listed
 
 MANIFEST = "manifest.json"
 DIFF_BYTES = 1 << 20  # the agent's diff of protected paths kept as the event's content
@@ -53,11 +55,29 @@ class Protected:
     exempt: frozenset[str] = frozenset()
 
     def matches(self, path: str) -> bool:
+        path = path.rstrip("/")
         return path not in self.exempt and any(_compiled(p).match(path) for p in self.patterns)
 
     def pathspecs(self) -> list[str]:
-        return [f":(glob){p}" for p in self.patterns] + [
-            f":(exclude,literal){p}" for p in sorted(self.exempt)]
+        """The patterns as git pathspecs that match what `matches` does: each pattern, and
+        everything below what it names (git's glob rules give that only to literal
+        prefixes)."""
+        specs = [spec for p in self.patterns
+                 for spec in (f":(glob){p}", f":(glob){p.rstrip('/')}/**")]
+        return specs + [f":(exclude,literal){p}" for p in sorted(self.exempt)]
+
+    def split(self, root: Path) -> tuple[list[str], bool]:
+        """The literal patterns that name a file (or nothing yet), and whether any pattern
+        can cover more than one path (a wildcard, a directory)."""
+        files: list[str] = []
+        several = False
+        for pattern in self.patterns:
+            literal = _glob_unescape(pattern)
+            if literal is None or (root / literal).is_dir():
+                several = True
+            else:
+                files.append(literal)
+        return files, several
 
 
 def exempt_files(config: Config) -> frozenset[str]:
@@ -163,17 +183,40 @@ async def protected_for(config: Config, git: Git, root: Path, head: str | None) 
     return Protected(tuple(dict.fromkeys(patterns)), exempt_files(config))
 
 
+# Files tools write beside the code as a matter of course (Python's bytecode and test caches):
+# new ones under a protected path are removed before the gates, as any addition is, but do not
+# fail the attempt: an agent that runs the tests itself makes them.
+CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                        ".hypothesis"})
+CACHE_SUFFIXES = (".pyc", ".pyo")
+
+
+def is_cache(path: str) -> bool:
+    parts = path.rstrip("/").split("/")
+    return any(part in CACHE_DIRS for part in parts) or parts[-1].endswith(CACHE_SUFFIXES)
+
+
 @dataclass
 class Change:
-    path: str
+    path: str  # a directory (a new ignored one, listed whole) ends with "/"
     change: str  # "modified", "deleted" or "added"
+
+    @property
+    def cache(self) -> bool:
+        """A new cache file or directory: removed, but no sign of cheating."""
+        return self.change == "added" and is_cache(self.path)
 
 
 @dataclass
 class Guard:
     """Protected paths over one iteration: their state at its start, what changed, putting it
     back. Paths that already differed from HEAD at the start are copied aside (with a
-    manifest, so that a later process can put them back after a crash)."""
+    manifest, so that a later process can put them back after a crash).
+
+    What git status cannot show is looked at too: files hidden by a `.gitignore` (new
+    ignored entries under protected directories, against a listing taken at the start),
+    changes the agent committed, and index flags (`assume-unchanged`, `skip-worktree`) set
+    on protected files, looked for when the agent touched the index."""
 
     git: Git
     root: Path
@@ -181,14 +224,26 @@ class Guard:
     head: str | None
     saved_dir: Path
     saved: dict[str, bool] = field(default_factory=dict)  # path -> existed at the start
-    started_ns: int = field(default_factory=time.time_ns)
+    outputs: tuple[str, ...] = ()  # the gates' outputs: not inputs to protect
+    ignored: frozenset[str] | None = None  # ignored entries under protected dirs at the start
+    literal: dict[str, bool] = field(default_factory=dict)  # literal path -> existed
+    index_stamp: tuple[int, int, int] | None = None
 
     @classmethod
     async def begin(cls, config: Config, git: Git, root: Path, before: WorkTree,
-                    saved_dir: Path) -> Guard:
+                    saved_dir: Path, outputs: Sequence[str] = ()) -> Guard:
         protected = await protected_for(config, git, root, before.head)
-        guard = cls(git, root, protected, before.head, saved_dir)
-        guard._save([p for p in before.stamps if protected.matches(p)])
+        guard = cls(git, root, protected, before.head, saved_dir, outputs=tuple(outputs))
+        dirty = [p for p in before.stamps if protected.matches(p)
+                 and not guard._is_output(p, before)]
+        if dirty:
+            await asyncio.to_thread(guard._save, dirty)
+        literal, listed = protected.split(root)
+        guard.literal = {p: os.path.lexists(root / p) for p in literal}
+        if listed:
+            guard.ignored = frozenset(await git.ignored_files(protected.pathspecs(),
+                                                              directory=True))
+        guard.index_stamp = _stamp(await git.index_path())
         return guard
 
     @classmethod
@@ -204,8 +259,6 @@ class Guard:
         return cls(git, root, protected, head, saved_dir, saved)
 
     def _save(self, paths: list[str]) -> None:
-        if not paths:
-            return
         for path in paths:
             source = self.root / path
             existed = os.path.lexists(source)
@@ -220,25 +273,39 @@ class Guard:
     async def changes(self, before: WorkTree, after: WorkTree) -> list[Change]:
         """What the agent changed under protected paths since `before` (taken at the start)."""
         touched = {p for p in after.touched_since(before) if self.protected.matches(p)}
-        committed = self.head is not None and after.head != before.head
-        if committed and self.head is not None:
+        touched |= set(self.saved)  # a handful at most: their content is compared
+        touched |= {p for p, existed in self.literal.items()
+                    if not existed and os.path.lexists(self.root / p)}
+        git_used = (self.head is not None and after.head != before.head) or (
+            self.index_stamp is not None and _stamp(await self.git.index_path())
+            != self.index_stamp)
+        if git_used and self.head is not None:
+            # The agent ran git: what it committed, and protected files it hid from status
+            # with index flags (which are cleared, so that the files are compared again).
+            hidden = await self.git.flagged_files(self.protected.pathspecs())
+            await self.git.clear_flags(hidden)
             touched |= set(await self.git.changed_since(self.head, self.protected.pathspecs()))
-        if any(Path(p).name == ".gitignore" for p in after.touched_since(before)) or committed:
-            # A file the agent added and hid with .gitignore is invisible to git status.
-            touched |= {p for p in await self.git.ignored_files(self.protected.pathspecs())
-                        if self._is_new(p, before)}
-        if not touched:
-            return []
-        unsaved = sorted(p for p in touched if p not in self.saved)
+        new_ignored: set[str] = set()
+        if self.ignored is not None:
+            now = await self.git.ignored_files(self.protected.pathspecs(), directory=True)
+            new_ignored = {p for p in now if p not in self.ignored
+                           and not covered(p, self.outputs)}
+        touched = {p for p in touched if not self._is_output(p, after)}
+        found = await self._classify(sorted(touched))
+        found += [Change(p, "added") for p in sorted(new_ignored) if p not in touched]
+        return found
+
+    async def _classify(self, paths: list[str]) -> list[Change]:
+        unsaved = [p for p in paths if p not in self.saved]
         in_head = set(await self._in_head(unsaved))
-        differs = set(await self.git.changed_since(self.head, [f":(literal){p}" for p in
-                                                                 sorted(in_head)])
-                      ) if in_head and self.head is not None else set()
+        differs = set(await self.git.changed_since(
+            self.head, [f":(literal){p}" for p in sorted(in_head)])
+        ) if in_head and self.head is not None else set()
         found: list[Change] = []
-        for path in sorted(touched):
+        for path in paths:
             exists = os.path.lexists(self.root / path)
             if path in self.saved:
-                if self._same_as_saved(path):
+                if await asyncio.to_thread(self._same_as_saved, path):
                     continue
                 kind = "modified" if exists and self.saved[path] else (
                     "deleted" if self.saved[path] else "added")
@@ -255,24 +322,34 @@ class Guard:
 
     async def diff(self, changes: Sequence[Change]) -> str:
         """The agent's change of these paths, as a diff against the iteration's start."""
-        return await self.git.diff(base=self.head, max_bytes=DIFF_BYTES,
-                                   paths=[c.path for c in changes])
+        paths = [c.path.rstrip("/") for c in changes]
+        return await self.git.diff(base=self.head, max_bytes=DIFF_BYTES, paths=paths)
 
     async def revert(self, changes: Sequence[Change]) -> None:
-        """Put each path back to what it was at the start of the iteration."""
+        """Put each path back to what it was at the start of the iteration: additions go
+        first (a file may stand where a directory was, or the other way round)."""
         paths = [c.path for c in changes]
         from_copy = [p for p in paths if p in self.saved]
         rest = [p for p in paths if p not in self.saved]
-        in_head = set(await self._in_head(rest))
-        for path in from_copy:
-            self._put_back_copy(path)
+        in_head = set(await self._in_head([p.rstrip("/") for p in rest]))
+        added = [p for p in rest if p.rstrip("/") not in in_head]
         restore = [p for p in rest if p in in_head]
+        await asyncio.to_thread(self._clear_the_way, added, restore, from_copy)
+        await self.git.unstage_new([p.rstrip("/") for p in added])
         if restore and self.head is not None:
             await self.git.restore(restore, source=self.head)
-        added = [p for p in rest if p not in in_head]
+
+    def _clear_the_way(self, added: list[str], restore: list[str], from_copy: list[str]
+                       ) -> None:
         for path in added:
             _remove(self.root / path)
-        await self.git.unstage_new(added)
+            _prune_empty_parents(self.root / path, self.root)
+        for path in restore:  # a directory where the file was
+            target = self.root / path
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
+        for path in from_copy:
+            self._put_back_copy(path)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -281,12 +358,9 @@ class Guard:
             return []
         return await self.git.files_in(self.head, paths)
 
-    def _is_new(self, path: str, before: WorkTree) -> bool:
-        """An ignored file that was not there at the start (by its mtime: such files are
-        invisible to git status, so there is no earlier record of them)."""
-        if path in self.saved:
-            return not self._same_as_saved(path)
-        return path not in before.stamps and _changed_after(self.root / path, self.started_ns)
+    def _is_output(self, path: str, tree: WorkTree) -> bool:
+        """An untracked file the gates made earlier: their output, not their input."""
+        return tree.stamps.get(path, "").startswith("??:") and covered(path, self.outputs)
 
     def _same_as_saved(self, path: str) -> bool:
         current = self.root / path
@@ -312,14 +386,28 @@ class Guard:
             shutil.copy2(self.saved_dir / path, target, follow_symlinks=False)
 
 
+async def put_back(guard: Guard, changes: Sequence[Change], emit: EventSink, *,
+                   task_id: str, attempt_id: str) -> list[Change]:
+    """Revert `changes` and record those that count (cache files are only removed) as a
+    `protected.reverted` event whose content is the agent's diff; those that count."""
+    counted = [c for c in changes if not c.cache]
+    diff = await guard.diff(counted) if counted else ""
+    await guard.revert(changes)
+    if counted:
+        emit("protected.reverted", {
+            "task_id": task_id, "attempt_id": attempt_id,
+            "paths": [c.path for c in counted],
+            "changes": [{"path": c.path, "change": c.change} for c in counted]},
+            content=diff or None)
+    return counted
+
+
 def describe(changes: Iterable[Change], limit: int = 5) -> str:
     """`gate.sh (modified), tests/test_a.py (deleted)`, at most `limit` of them."""
-    items = [f"{c.path} ({c.change})" for c in changes]
-    more = f" and {len(items) - limit} more" if len(items) > limit else ""
-    return ", ".join(items[:limit]) + more
+    return listed([f"{c.path} ({c.change})" for c in changes], limit)
 
 
-def _changed_after(path: Path, since_ns: int) -> bool:
+def changed_after(path: Path, since_ns: int) -> bool:
     """True if `path` was written at or after `since_ns` (wall clock, as file times are)."""
     try:
         st = path.lstat()
@@ -327,6 +415,25 @@ def _changed_after(path: Path, since_ns: int) -> bool:
         return False
     # ctime too: a tool that keeps the mtime (cp -p, tar) still sets it.
     return max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _prune_empty_parents(path: Path, root: Path) -> None:
+    """Remove the directories an added file leaves empty (not `root`, not a kept one)."""
+    parent = path.parent
+    while parent != root and root in parent.parents:
+        try:
+            parent.rmdir()
+        except OSError:  # not empty, or gone
+            return
+        parent = parent.parent
 
 
 def _remove(path: Path) -> None:
@@ -387,6 +494,23 @@ async def _tracked(git: Git, head: str, named: tuple[str, ...]) -> frozenset[str
             _TRACKED.clear()
         _TRACKED[key] = frozenset(tracked)
     return _TRACKED[key]
+
+
+def _glob_unescape(pattern: str) -> str | None:
+    """The path a pattern without wildcards names (None when it has some)."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if ch in "*?[":
+            return None
+        out.append(ch)
+        i += 1
+    return "".join(out).rstrip("/")
 
 
 def _glob_escape(path: str) -> str:

@@ -27,7 +27,7 @@ from ralph.config import Config, ResolvedAgent, load_config
 from ralph.errors import RalphError
 from ralph.git import Git, WorkTree
 from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
-from ralph.loop.events import EventSink, Observer
+from ralph.loop.events import EventSink, Observer, run_stream
 from ralph.loop.gates import run_gates
 from ralph.loop.iteration import (
     RUNTIME,
@@ -35,6 +35,7 @@ from ralph.loop.iteration import (
     LoopContext,
     last_iteration,
     newly_done,
+    note_progress,
     now_ts,
     reopen_tasks,
 )
@@ -46,14 +47,22 @@ from ralph.loop.models import (
     StopReason,
 )
 from ralph.loop.paths import ProjectPaths
-from ralph.loop.protect import Guard, protected_for
+from ralph.loop.protect import Guard, changed_after, describe, protected_for, put_back
 from ralph.loop.ratelimit import HOUR_S
-from ralph.loop.state import ActiveRun, InFlight, LoopState, load_state, save_state
+from ralph.loop.state import (
+    ActiveRun,
+    InFlight,
+    LoopState,
+    load_state,
+    owner_died,
+    save_state,
+)
 from ralph.loop.status import StatusSource, project_status
-from ralph.loop.worktree import covered, prepare_tree
+from ralph.loop.worktree import attempt_message, by_gates, prepare_tree
 from ralph.proc import group_alive, kill_group, kill_owned, owner_id
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
+from ralph.store.streams import stream_path
 from ralph.tracker import next_task
 
 T = TypeVar("T")
@@ -76,6 +85,8 @@ class LoopService:
                  observer: Observer | None = None) -> None:
         self.paths = ProjectPaths(root)
         self.config = config if config is not None else load_config(root)
+        self._own_config = config is None
+        self._put_back_after_death = False
         self.observer = observer
         self._store = store
         self._own_store = store is None
@@ -184,13 +195,16 @@ class LoopService:
         return None if task is None else await task
 
     def stop(self) -> bool:
-        """Stop the active run now: the agent's process group ends with it."""
+        """Stop the active run now: the agent's process group ends with it. Asked again
+        (a second SIGTERM, a terminal's SIGHUP twice), it does not interrupt the stop
+        already under way, which records and commits what the iteration left."""
         if self._active_run_id is None:
             return False
+        first = not self._stop_requested
         self._stop_requested = True
         if self._resumed is not None:
             self._resumed.set()
-        if self._stoppable is not None and not self._stoppable.done():
+        if first and self._stoppable is not None and not self._stoppable.done():
             self._stoppable.cancel()
         return True
 
@@ -377,6 +391,10 @@ class LoopService:
             self._state = state
             ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
             await self._recover(ctx)
+            if self._put_back_after_death and self._own_config:
+                # ralph.toml may have been the agent's: read the one put back
+                self.config = ctx.config = load_config(self.paths.root)
+                self._status_source = StatusSource(self.paths, self.config)
             resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
             server = await self._start_server(ctx, resolved)
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
@@ -481,6 +499,7 @@ class LoopService:
         """Record what a process that died (SIGKILL, power loss) left unfinished: end what
         it left running, reopen what its iteration ticked, put protected paths back, and
         commit what its agent did as that attempt's work."""
+        self._put_back_after_death = False
         state = ctx.state
         flight = state.in_flight
         dead = state.active_run
@@ -491,7 +510,7 @@ class LoopService:
             if flight.agent_pgid and group_alive(flight.agent_pgid):
                 kill_group(flight.agent_pgid)
             emit = EventSink(self.store, flight.run_id, self.observer)
-            reason = f"the process running it (pid {flight.pid}) died mid-iteration"
+            reason = owner_died(flight.pid)
             self._reopen_after_death(ctx, flight, emit)
             commit = await self._commit_after_death(ctx, flight, emit, reason)
             finished = now_ts()
@@ -530,40 +549,63 @@ class LoopService:
     async def _commit_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink,
                                   reason: str) -> str | None:
         """Put back protected paths the dead iteration's agent changed, and commit the rest
-        of what it left (gate outputs and runtime files aside); the commit, if any."""
-        if not self.config.git.auto_commit or not await self.git.is_repo():
+        of what it left as that attempt's work (gate outputs and runtime files aside); the
+        commit, if any. Only what changed while the dead process lived counts as the agent's:
+        a file the user edited since (written after the process's last sign of life) is left
+        as it is, for the start's own check."""
+        if not await self.git.is_repo():
             return None
         try:
             head = flight.head or await self.git.head()
+            until = self._last_sign_of_life(flight)
             protected = await protected_for(self.config, self.git, self.paths.root, head)
             guard = Guard.resume(self.git, self.paths.root, protected, head,
                                  self.paths.context_dir(flight.task_id, flight.attempt_id)
                                  / "protected")
             tree = await self.git.snapshot(exclude=RUNTIME)
-            base = WorkTree(head, tree.branch, (), "")  # everything differs from the start
-            changes = await guard.changes(base, tree)
-            if changes:
-                diff = await guard.diff(changes)
-                await guard.revert(changes)
-                emit("protected.reverted", {
-                    "task_id": flight.task_id, "attempt_id": flight.attempt_id,
-                    "paths": [c.path for c in changes],
-                    "changes": [{"path": c.path, "change": c.change} for c in changes]},
-                    content=diff or None)
-                tree = await self.git.snapshot(exclude=RUNTIME)
-            paths = [p for _, p in tree.changes if not covered(p, ctx.state.gate_outputs)]
-            if not paths:
+            if not flight.staged:  # after staging, the gates ran on inputs put back already
+                base = WorkTree(head, tree.branch, (), "")  # everything differs from the start
+                changes = [c for c in await guard.changes(base, tree)
+                           if not changed_after(self.paths.root / c.path.rstrip("/"), until)]
+                if changes:
+                    counted = await put_back(guard, changes, emit, task_id=flight.task_id,
+                                             attempt_id=flight.attempt_id)
+                    self._put_back_after_death = bool(counted)
+                    if counted:
+                        note_progress(self.paths.root / self.config.files.progress,
+                                      f"Ralph put back protected paths the agent changed in "
+                                      f"attempt {flight.attempt_id} of task {flight.task_id} "
+                                      f"(its process died): {describe(counted, limit=20)}.")
+                    tree = await self.git.snapshot(exclude=RUNTIME)
+            if not self.config.git.auto_commit:
                 return None
+            files = self.config.files
+            if flight.staged:  # the agent's work is in the index: the gates' outputs are not
+                paths = [f for f in (files.prd, files.progress)
+                         if (self.paths.root / f).exists()]
+            else:
+                paths = [p for code, p in tree.changes
+                         if not by_gates(code, p, tree.stamps.get(p, ""), ctx.state)
+                         and not changed_after(self.paths.root / p, until)]
             await self.git.stage(paths, exclude=RUNTIME)
-            message = self.config.git.format_commit_message(
-                task_id=flight.task_id, title=flight.task_title, iteration=flight.iteration)
             attempt = flight.attempt_id.rsplit("-", 1)[-1]
-            return await self.git.commit_staged(
-                f"{message} (attempt {attempt}, interrupted: {reason})")
+            return await self.git.commit_staged(attempt_message(
+                self.config, (flight.task_id, flight.task_title), flight.iteration, attempt,
+                "interrupted", reason))
         except (RalphError, OSError) as exc:
             log.warning("could not commit what interrupted iteration %d left: %s",
                         flight.iteration, exc)
             return None
+
+    def _last_sign_of_life(self, flight: InFlight) -> int:
+        """When the dead process was last seen working, as a file time in ns (with a second
+        of slack): the newest of its state.json, its log and its run's event stream."""
+        newest = 0
+        for path in (self.paths.state, self.paths.log(flight.iteration),
+                     stream_path(self.paths.store / "streams", run_stream(flight.run_id))):
+            with contextlib.suppress(OSError):
+                newest = max(newest, path.stat().st_mtime_ns)
+        return newest + 1_000_000_000 if newest else time.time_ns()
 
     def _reopen_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink) -> None:
         """What the dead iteration's agent marked done was never verified: reopen it."""

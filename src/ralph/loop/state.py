@@ -17,6 +17,11 @@ log = logging.getLogger("ralph.loop")
 STATE_VERSION = 1
 
 
+def owner_died(pid: int) -> str:
+    """Why an iteration found in flight by a later process ended: its process died."""
+    return f"the process running it (pid {pid}) died mid-iteration"
+
+
 class StateError(RalphError):
     """state.json cannot be written."""
 
@@ -55,6 +60,9 @@ class InFlight(BaseModel):
     # HEAD when the iteration began: protected paths are put back to it, and what the
     # iteration left is committed on top of it, by whoever finishes the iteration.
     head: str | None = None
+    # The agent's work is staged (before the gates): whoever finishes the iteration commits
+    # the index as it is, leaving what the gates made out.
+    staged: bool = False
 
 
 class TaskState(BaseModel):
@@ -78,6 +86,9 @@ class LoopState(BaseModel):
     # Untracked files and directories the gates created (ralph.loop.worktree): never
     # committed, and not the user's changes when a run starts. Bounded.
     gate_outputs: list[str] = Field(default_factory=list)
+    # Tracked files the gates changed, with their `size:mtime` then: as long as they stay so,
+    # they are the gates' doing, not the user's changes. Bounded.
+    gate_changed: dict[str, str] = Field(default_factory=dict)
 
     def task(self, task_id: str) -> TaskState:
         return self.tasks.setdefault(task_id, TaskState())

@@ -10,7 +10,7 @@ from ralph.config import Config
 from ralph.loop.lock import ProjectLock
 from ralph.loop.models import BlockedTask, LastIteration, NextTask, StatusReport
 from ralph.loop.paths import ProjectPaths
-from ralph.loop.state import LoopState, load_state
+from ralph.loop.state import LoopState, load_state, owner_died
 from ralph.tracker import Task, next_task, open_tracker
 
 
@@ -86,8 +86,7 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
             run_id=flight.run_id, task_id=flight.task_id, task_title=flight.task_title,
             status="interrupted", exit_code=None, started_at=flight.started_at,
             finished_at=None, verified=False,
-            reason=f"the process running it (pid {flight.pid}) died; the next step or run "
-                   "records it")
+            reason=f"{owner_died(flight.pid)}; the next step or run records it")
     nxt = next_task(tasks)
     blocked = [BlockedTask(task_id=t.id, title=t.title,
                            reason=t.blocked_reason or state_block(state, t))

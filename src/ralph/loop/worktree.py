@@ -19,6 +19,7 @@ from ralph.git import Git, WorkTree
 from ralph.loop.errors import LoopError
 from ralph.loop.paths import RUNTIME_PATHS
 from ralph.loop.state import LoopState
+from ralph.tracker import Task
 
 MAX_GATE_OUTPUTS = 200  # entries kept in state.json (directories count as one)
 SHOWN_PATHS = 8  # paths listed in an error message
@@ -38,12 +39,29 @@ def covered(path: str, outputs: Iterable[str]) -> bool:
     return any(path == o or (o.endswith("/") and path.startswith(o)) for o in outputs)
 
 
+def _new_file(code: str) -> bool:
+    """Untracked, or added to the index but in no commit yet."""
+    return code in ("??", "A ")
+
+
+def _file_stamp(stamp: str) -> str:
+    """`size:mtime` of a snapshot stamp (`code:size:mtime`): the code changes with staging."""
+    return stamp.split(":", 1)[1] if ":" in stamp else stamp
+
+
+def untracked_outputs(tree: WorkTree, outputs: Sequence[str]) -> list[str]:
+    """The gates' earlier outputs in `tree`: never staged, even if an agent's `git add -A`
+    staged them."""
+    return [p for code, p in tree.changes if _new_file(code) and covered(p, outputs)]
+
+
 def agent_paths(before: WorkTree, after: WorkTree, outputs: Sequence[str]) -> list[str]:
-    """Paths the agent changed (between the two snapshots) that `git add` can stage: gate
+    """Paths the agent changed (between the two snapshots) that can be staged: the gates'
     outputs left out, and untracked files that were there before and are gone now too."""
+    codes = {p: c for c, p in after.changes}
     paths = []
     for path in after.touched_since(before):
-        if covered(path, outputs):
+        if covered(path, outputs) and _new_file(codes.get(path, "??")):
             continue
         if path not in after.stamps and before.stamps.get(path, "").startswith("??:"):
             continue  # an untracked file removed: git knows nothing to stage
@@ -51,29 +69,71 @@ def agent_paths(before: WorkTree, after: WorkTree, outputs: Sequence[str]) -> li
     return paths
 
 
-def new_gate_outputs(after: WorkTree, post: WorkTree) -> list[str]:
-    """Untracked entries in `post` (taken after the gates with untracked="normal", so that
-    a new directory is one entry) that the snapshot `after` the agent did not have."""
-    found = []
+def gate_changes(after: WorkTree, post: WorkTree, reverted: Iterable[str] = ()
+                 ) -> tuple[list[str], dict[str, str]]:
+    """What the gates (and the judge and reviewer) did to the tree: the untracked entries
+    they made (`post` is taken with untracked="normal", so a new directory is one entry) and
+    the tracked files they changed, with their stamps. `after` is the snapshot after the
+    agent; `reverted` the protected paths Ralph put back in between."""
+    skip = set(reverted)
+    made: list[str] = []
+    changed: dict[str, str] = {}
     for code, path in post.changes:
-        if code != "??" or path in after.stamps:
+        if path in skip:
             continue
-        if path.endswith("/") and any(p.startswith(path) for p in after.stamps):
-            continue  # the directory held untracked files before the gates already
-        found.append(path)
-    return found
+        if code == "??":
+            if path in after.stamps or (path.endswith("/") and any(
+                    p.startswith(path) for p in after.stamps)):
+                continue  # there before the gates (a directory: something in it was)
+            made.append(path)
+        elif _file_stamp(post.stamps[path]) != _file_stamp(after.stamps.get(path, "")):
+            changed[path] = _file_stamp(post.stamps[path])
+    return made, changed
 
 
-def remember_gate_outputs(state: LoopState, paths: Sequence[str]) -> None:
-    """Add `paths` to state.json's gate outputs (the newest MAX_GATE_OUTPUTS are kept)."""
-    if paths:
-        kept = [p for p in state.gate_outputs if p not in paths]
-        state.gate_outputs = [*kept, *paths][-MAX_GATE_OUTPUTS:]
+def remember_gate_outputs(state: LoopState, made: Sequence[str],
+                          changed: dict[str, str] | None = None) -> None:
+    """Add to state.json's gate outputs (the newest MAX_GATE_OUTPUTS of each kind kept)."""
+    if made:
+        kept = [p for p in state.gate_outputs if p not in made]
+        state.gate_outputs = [*kept, *made][-MAX_GATE_OUTPUTS:]
+    if changed:
+        merged = {**{p: s for p, s in state.gate_changed.items() if p not in changed},
+                  **changed}
+        state.gate_changed = dict(list(merged.items())[-MAX_GATE_OUTPUTS:])
 
 
-def shown(paths: Sequence[str]) -> str:
-    more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
-    return ", ".join(paths[:SHOWN_PATHS]) + more
+def by_gates(code: str, path: str, stamp: str, state: LoopState) -> bool:
+    """A change in the tree that the gates made, as they left it."""
+    if _new_file(code):
+        return code == "??" and covered(path, state.gate_outputs)
+    return state.gate_changed.get(path) == _file_stamp(stamp)
+
+
+def tree_is_clean(tree: WorkTree, state: LoopState) -> bool:
+    """Nothing is left uncommitted but what the gates made or changed."""
+    return all(by_gates(code, path, tree.stamps.get(path, ""), state)
+               for code, path in tree.changes)
+
+
+def listed(items: Sequence[str], limit: int = 8) -> str:
+    """`a, b, c and 4 more`: at most `limit` of `items`."""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def attempt_message(config: Config, task: Task | tuple[str, str], iteration: int,
+                    attempt: int | str, status: str | None, reason: str | None) -> str:
+    """An iteration's commit message: the configured one, and for an attempt that was not
+    verified `(attempt N, not verified: why)`, or `(attempt N, stopped: why)` and the like
+    for one that ended without a verdict."""
+    task_id, title = (task.id, task.title) if isinstance(task, Task) else task
+    message = config.git.format_commit_message(task_id=task_id, title=title,
+                                               iteration=iteration)
+    if status is None:
+        return message
+    how = "not verified" if status in ("not_done", "agent_failed") else status
+    return f"{message} (attempt {attempt}, {how}: {reason or 'no reason recorded'})"
 
 
 async def prepare_tree(git: Git, config: Config, state: LoopState, run_id: str, *,
@@ -83,17 +143,19 @@ async def prepare_tree(git: Git, config: Config, state: LoopState, run_id: str, 
     changes; the commits made. `commit=False` only checks (a face refusing a run at once)."""
     tree = await git.snapshot(exclude=RUNTIME_PATHS)
     state.gate_outputs = [o for o in state.gate_outputs if (git.root / o).exists()]
-    changed = [p for _, p in tree.changes if not covered(p, state.gate_outputs)]
+    state.gate_changed = {p: s for p, s in state.gate_changed.items() if p in tree.stamps}
+    changed = [p for code, p in tree.changes
+               if not by_gates(code, p, tree.stamps.get(p, ""), state)]
     if require_clean and changed:
         raise LoopError(f"the working tree has uncommitted changes (--require-clean): "
-                        f"{shown(changed)}; commit or stash them first")
+                        f"{listed(changed)}; commit or stash them first")
     if not config.git.auto_commit:  # Ralph commits nothing: nothing of the user's can mix in
         return []
     ours = project_files(config)
     project = [p for p in changed if p in ours]
     others = [p for p in changed if p not in ours]
     if others and not allow_dirty:
-        raise LoopError(f"the working tree has changes Ralph did not make: {shown(others)}; "
+        raise LoopError(f"the working tree has changes Ralph did not make: {listed(others)}; "
                         "commit or stash them, or pass --allow-dirty to commit them first "
                         "on their own")
     commits = []

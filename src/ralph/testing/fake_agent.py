@@ -16,7 +16,9 @@ a list of steps, one per attempt (the last one repeats). A step may:
                                         # group: "setsid", "double_fork" or "nohup" (its pid
                                         # is written to pid_file once it runs)
      "rate_limit": 2, "retry_after": 1, # the first N calls answer HTTP 429 and exit 1
-     "commit": "message"}               # commit the change itself, as some agents do
+     "commit": "message",               # commit the change itself, as some agents do
+     "git": ["update-index", "..."],    # run git with these arguments (after the writes)
+     "shell": ["command", ...]}         # run these with /bin/sh (after the writes)
 
 As a judge (the prompt mentions JUDGE_SIGNAL) it prints the plan's `judge` answers in turn
 (`true`/`false`/`"garbage"`); as a reviewer (the prompt mentions SHIP and BLOCK) the plan's
@@ -114,6 +116,10 @@ def _play(step: dict[str, Any], task_id: str, prd: Path) -> int:
             sys.stdout.write(chunk)
     for line in step.get("stderr", []):
         print(line, file=sys.stderr)
+    for command in step.get("shell", []):
+        subprocess.run(["/bin/sh", "-c", command], check=True)
+    if "git" in step:
+        subprocess.run(["git", *step["git"]], check=True)
     if "commit" in step:
         subprocess.run(["git", "add", "-A"], check=True)
         subprocess.run(["git", "-c", "user.name=fake", "-c", "user.email=fake@localhost",
