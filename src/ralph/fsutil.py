@@ -44,3 +44,13 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def file_signature(path: Path) -> tuple[int, int, int] | None:
+    """(mtime, size, inode) of `path`, None if it cannot be read: a file rewritten in place
+    or replaced by rename gets a new one (within the filesystem's timestamp granularity)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

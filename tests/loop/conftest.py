@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ralph.loop import LoopService
+from ralph.loop.models import StepResult
 from ralph.scaffold import scaffold
 from ralph.store import Frame
 
@@ -91,6 +92,17 @@ def project(tmp_path: Path) -> Iterator[Project]:
     yield proj
 
 
+async def step_with_events(project: Project) -> tuple[StepResult, list[Frame]]:
+    """One `step` of the project's loop; its result and every event it appended."""
+    events: list[Frame] = []
+    service = project.service(events)
+    try:
+        result = await service.step()
+    finally:
+        await service.aclose()
+    return result, events
+
+
 async def wait_for(predicate: Callable[[], object], timeout: float = 30) -> None:
     """Poll `predicate` until it is true (AssertionError after `timeout` seconds)."""
     deadline = time.monotonic() + timeout
@@ -106,6 +118,7 @@ def start_orchestrator(root: Path) -> subprocess.Popen[bytes]:
         import asyncio, sys
         from pathlib import Path
         from ralph.loop import LoopService
+from ralph.loop.models import StepResult
         asyncio.run(LoopService(Path(sys.argv[1])).run())
     """)
     return subprocess.Popen([sys.executable, "-c", script, str(root)], start_new_session=True,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ralph.store import Frame
 from ralph.testing import misbehaving
-from tests.loop.conftest import Project, git
+from tests.loop.conftest import Project, git, step_with_events
 
 RALPH = [sys.executable, "-m", "ralph"]
 INDEPENDENT = """# Test project
@@ -37,12 +37,7 @@ async def test_other_ticks_are_reopened_before_the_gates_run(project: Project) -
     project.commit("acceptance gate")
     project.plan({"tasks": {"1": [misbehaving.tick_everything(
         "2", "3", work={"done_1.txt": "the work\n"})]}})
-    events: list[Frame] = []
-    service = project.service(events)
-    try:
-        result = await service.step()
-    finally:
-        await service.aclose()
+    result, events = await step_with_events(project)
     assert result.verified, result.reason  # the real work passes its own check
     prd = project.read_prd()
     assert "- [x] 1." in prd and "- [ ] 2." in prd and "- [ ] 3." in prd

@@ -28,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from ralph.config import CONFIG_FILE, Config
-from ralph.fsutil import atomic_write_bytes
+from ralph.fsutil import atomic_write_bytes, file_signature
 from ralph.git import Git, WorkTree
 from ralph.loop.events import EventSink
 from ralph.loop.worktree import covered, listed
@@ -243,7 +243,7 @@ class Guard:
         if listed:
             guard.ignored = frozenset(await git.ignored_files(protected.pathspecs(),
                                                               directory=True))
-        guard.index_stamp = _stamp(await git.index_path())
+        guard.index_stamp = file_signature(await git.index_path())
         return guard
 
     @classmethod
@@ -277,7 +277,7 @@ class Guard:
         touched |= {p for p, existed in self.literal.items()
                     if not existed and os.path.lexists(self.root / p)}
         git_used = (self.head is not None and after.head != before.head) or (
-            self.index_stamp is not None and _stamp(await self.git.index_path())
+            self.index_stamp is not None and file_signature(await self.git.index_path())
             != self.index_stamp)
         if git_used and self.head is not None:
             # The agent ran git: what it committed, and protected files it hid from status
@@ -415,14 +415,6 @@ def changed_after(path: Path, since_ns: int) -> bool:
         return False
     # ctime too: a tool that keeps the mtime (cp -p, tar) still sets it.
     return max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def _prune_empty_parents(path: Path, root: Path) -> None:

@@ -3,10 +3,9 @@ cost does not grow with the number of past iterations (history lives in the stor
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ralph import __version__
 from ralph.config import Config
+from ralph.fsutil import file_signature
 from ralph.loop.lock import ProjectLock
 from ralph.loop.models import BlockedTask, LastIteration, NextTask, StatusReport
 from ralph.loop.paths import ProjectPaths
@@ -41,7 +40,7 @@ class StatusSource:
         self._state: tuple[tuple[int, int, int] | None, LoopState] | None = None
 
     def tasks(self) -> list[Task]:
-        key = _stamp(self.prd)
+        key = file_signature(self.prd)
         if self._tasks is None or key is None or self._tasks[0] != key:
             tasks = open_tracker(self.prd).load()
             self._tasks = (key, tasks) if key is not None else None
@@ -49,18 +48,10 @@ class StatusSource:
         return self._tasks[1]
 
     def state(self) -> LoopState:
-        key = _stamp(self.state_path)
+        key = file_signature(self.state_path)
         if self._state is None or self._state[0] != key:
             self._state = (key, load_state(self.state_path, repair=False))
         return self._state[1]
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | None = None,
