@@ -118,7 +118,6 @@ def start_orchestrator(root: Path) -> subprocess.Popen[bytes]:
         import asyncio, sys
         from pathlib import Path
         from ralph.loop import LoopService
-from ralph.loop.models import StepResult
         asyncio.run(LoopService(Path(sys.argv[1])).run())
     """)
     return subprocess.Popen([sys.executable, "-c", script, str(root)], start_new_session=True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,21 @@ async def test_an_iteration_that_fails_leaves_nothing_marked_done(project: Proje
 
 
 
+def _kill_guard_of(owner: str) -> None:
+    """SIGKILL the guard process of the orchestrator whose owner id is `owner`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"procguard" in a for a in argv) and owner.encode() in argv:
+            os.kill(int(entry.name), signal.SIGKILL)
+            return
+    raise AssertionError(f"no guard process for {owner}")
+
+
 async def test_a_dead_orchestrators_gate_is_ended_and_its_tick_reopened(
         project: Project) -> None:
     project.plan({"tasks": {"1": [TICK], "2": [TICK], "3": [TICK]}})
@@ -91,6 +107,8 @@ async def test_a_dead_orchestrators_gate_is_ended_and_its_tick_reopened(
         await wait_for(lambda: marker.exists() and marker.read_text().strip())
         gate_pgid = int(marker.read_text())
         await wait_for(lambda: project.state()["in_flight"]["agent_pgid"] == gate_pgid)
+        # Its guard would end the gate at once: this is about a guard that died with it.
+        _kill_guard_of(project.state()["active_run"]["owner"])
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
