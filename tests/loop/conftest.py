@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -123,3 +125,18 @@ def start_orchestrator(root: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", script, str(root)], start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+
+
+def kill_guard_of(owner: str) -> None:
+    """SIGKILL the guard process of the orchestrator whose owner id is `owner`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"procguard" in a for a in argv) and owner.encode() in argv:
+            os.kill(int(entry.name), signal.SIGKILL)
+            return
+    raise AssertionError(f"no guard process for {owner}")

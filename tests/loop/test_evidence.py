@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from pathlib import Path
 
 import pytest
 
 from ralph.errors import RalphError
 from ralph.loop import LoopError
 from ralph.store import Frame
-from tests.loop.conftest import Project, git, start_orchestrator, wait_for
+from tests.loop.conftest import Project, git, kill_guard_of, start_orchestrator, wait_for
 from tests.proc.helpers import group_members
 
 TICK = {"tick": True, "print": ["done"]}
@@ -81,21 +80,6 @@ async def test_an_iteration_that_fails_leaves_nothing_marked_done(project: Proje
 
 
 
-def _kill_guard_of(owner: str) -> None:
-    """SIGKILL the guard process of the orchestrator whose owner id is `owner`."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(b"procguard" in a for a in argv) and owner.encode() in argv:
-            os.kill(int(entry.name), signal.SIGKILL)
-            return
-    raise AssertionError(f"no guard process for {owner}")
-
-
 async def test_a_dead_orchestrators_gate_is_ended_and_its_tick_reopened(
         project: Project) -> None:
     project.plan({"tasks": {"1": [TICK], "2": [TICK], "3": [TICK]}})
@@ -108,7 +92,7 @@ async def test_a_dead_orchestrators_gate_is_ended_and_its_tick_reopened(
         gate_pgid = int(marker.read_text())
         await wait_for(lambda: project.state()["in_flight"]["agent_pgid"] == gate_pgid)
         # Its guard would end the gate at once: this is about a guard that died with it.
-        _kill_guard_of(project.state()["active_run"]["owner"])
+        kill_guard_of(project.state()["active_run"]["owner"])
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

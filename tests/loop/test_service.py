@@ -15,7 +15,7 @@ import pytest
 from ralph.loop import LoopBusy, LoopService, StepResult, ratelimit
 from ralph.loop.models import StepResult as StepResultModel
 from ralph.store import Frame, Store
-from tests.loop.conftest import Project, git, start_orchestrator, wait_for
+from tests.loop.conftest import Project, git, kill_guard_of, start_orchestrator, wait_for
 from tests.proc.helpers import group_members
 
 TICK = {"tick": True, "print": ["done"]}
@@ -271,7 +271,10 @@ async def test_killed_orchestrator_is_recovered_on_the_next_start(project: Proje
         log = project.root / ".ralph/logs/000001.log"
         await wait_for(lambda: log.exists() and "child-pid" in log.read_text())
         agent_pgid = project.state()["in_flight"]["agent_pgid"]
-        os.killpg(proc.pid, signal.SIGKILL)  # the orchestrator dies; its agent lives on
+        # The orchestrator dies, and its guard with it (else the guard ends the agent): the
+        # agent lives on, for the next start to end.
+        kill_guard_of(project.state()["active_run"]["owner"])
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
