@@ -231,23 +231,12 @@ async def run_process(
     contained = Contained() if contain else None
     if contained is not None:
         merged_env = contained.env(merged_env)
-    loop = asyncio.get_running_loop()
     output = _Output(on_output, _open_log(log_path) if log_path is not None else None,
                      log_path, tail_bytes)
     started_at = _utc_now()
     start = time.monotonic()
-    try:
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _ChildProtocol(output), *args,
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=cwd, env=merged_env, start_new_session=True,
-        )
-    except BaseException as exc:
-        output.close_log()
-        if isinstance(exc, OSError):
-            raise ProcessError(_spawn_message(args[0], cwd, exc)) from exc
-        raise
+    transport, protocol, cancel_at_start = await _start(args, cwd, merged_env, stdin_data,
+                                                        output)
     pid = transport.get_pid()
     if contained is not None:
         contained.started(pid)
@@ -257,7 +246,10 @@ async def run_process(
         _feed_stdin(transport, stdin_data)
     output.start_writer()
 
-    timed_out, cancel = await _wait_exit(protocol, output, timeout_s)
+    if cancel_at_start is None:
+        timed_out, cancel = await _wait_exit(protocol, output, timeout_s)
+    else:  # stopped while it was being started: it is ended below, as on any stop
+        timed_out, cancel = False, cancel_at_start
     # From here on the cleanup runs to its end; a further cancellation only hurries it.
     killed = not protocol.exited.done()
     interrupted = await _end_child(pid, protocol, grace_s, contained)
@@ -279,6 +271,53 @@ async def run_process(
     if output.failure is not None:
         raise output.failure
     return result
+
+
+async def _start(args: list[str], cwd: Path, env: Mapping[str, str] | None,
+                 stdin_data: bytes | None, output: _Output
+                 ) -> tuple[asyncio.SubprocessTransport, _ChildProtocol,
+                            asyncio.CancelledError | None]:
+    """Start the child in its own session; the transport, the protocol, and the
+    cancellation received meanwhile, if any (the child runs: the caller ends it)."""
+    loop = asyncio.get_running_loop()
+    spawn = loop.create_task(loop.subprocess_exec(
+        lambda: _ChildProtocol(output), *args,
+        stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=cwd, env=env, start_new_session=True,
+    ))
+    cancel = await _finished(spawn)
+    exc = spawn.exception()
+    if exc is not None:
+        output.close_log()
+        if cancel is not None:
+            raise cancel
+        if isinstance(exc, OSError):
+            raise ProcessError(_spawn_message(args[0], cwd, exc)) from exc
+        raise exc
+    transport, protocol = spawn.result()
+    return transport, protocol, cancel
+
+
+async def _finished(spawn: asyncio.Task[tuple[asyncio.SubprocessTransport, _ChildProtocol]]
+                    ) -> asyncio.CancelledError | None:
+    """Wait for the child's start to finish, even through a cancellation (returned, for the
+    caller to honour once the child is ended its own way).
+
+    asyncio's own handling of a start cut short kills only the leader (not its group, nor
+    what left it), then waits for it, and under load was seen to wait forever: a stop that
+    comes while a gate is being started must end the gate like any other stop."""
+    cancel: asyncio.CancelledError | None = None
+    while not spawn.done():
+        try:
+            await asyncio.shield(spawn)
+        except asyncio.CancelledError as exc:
+            if spawn.cancelled():
+                raise
+            cancel = cancel or exc
+        except Exception:  # the start's own failure: read from the task by the caller
+            pass
+    return cancel
 
 
 async def _wait_exit(protocol: _ChildProtocol, output: _Output,

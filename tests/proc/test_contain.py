@@ -265,6 +265,8 @@ async def test_guard_pipe_is_not_inherited(tmp_path: Path) -> None:
     try:
         async with asyncio.timeout(60):
             await rec.ready.wait()
+            while not pids:  # its output may come before run_process has its pid
+                await asyncio.sleep(0.01)
         state = containment._Module.state
         assert state is not None and state.write_fd is not None and state.guard_pid
         pipe = f"pipe:[{os.fstat(state.write_fd).st_ino}]"

@@ -449,3 +449,25 @@ async def test_kill_group_and_group_alive(tmp_path: Path) -> None:
     gone = await run_process(["true"], cwd=tmp_path, timeout_s=60)
     assert not kill_group(gone.pid)
     assert not group_alive(gone.pid)
+
+
+@pytest.mark.parametrize("ticks", [0, 1, 2, 3, 5])
+@pytest.mark.parametrize("contain", [False, True])
+async def test_a_cancellation_while_the_child_starts_ends_it_like_any_other(
+        tmp_path: Path, ticks: int, contain: bool) -> None:
+    """A stop that comes while the child is being started (a gate just launched): the child
+    and what it started are ended, and the call ends at once, with the CancelledError."""
+    marker = tmp_path / "pids"
+    started: list[int] = []
+    task = asyncio.create_task(run_shell(
+        f"sleep 60 & echo $! > {marker}; echo $$ >> {marker}; wait", cwd=tmp_path,
+        timeout_s=None, contain=contain, grace_s=0.2, on_start=started.append))
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    task.cancel()
+    async with asyncio.timeout(20):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert not started or group_members(started[0]) == []  # 0 ticks: it never began
+    for pid in pids_from(marker.read_bytes()) if marker.exists() else []:
+        assert not running(pid)
