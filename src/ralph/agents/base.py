@@ -90,7 +90,9 @@ class Classification:
 
 
 # "429" alone is no sign (a test count: "429 passed"); as an HTTP status it is.
-_RATE_LIMIT = re.compile(r"(?:\bhttp\S*|\bstatus(?: code)?|\bcode|\berror)[: =]*429\b|"
+# "HTTP/1.1 429", "status 429", "error: 429"; never a number inside a URL (a port: ":40429").
+_RATE_LIMIT = re.compile(r"(?:\bhttp(?:/[\d.]+)?|\bstatus(?: code)?|\bcode|\berror)[: =]*"
+                         r"429\b|"
                          r"rate[ _-]?limit|too many requests|usage limit|quota exceeded|"
                          r"exceeded your current quota|resource has been exhausted|"
                          r"resource_exhausted", re.IGNORECASE)
