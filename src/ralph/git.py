@@ -395,9 +395,11 @@ class Git:
 
     async def clear_flags(self, paths: Sequence[str]) -> None:
         """Take `assume-unchanged` and `skip-worktree` off `paths`."""
-        if paths:
-            await self._run(["update-index", "--no-assume-unchanged", "--no-skip-worktree",
-                             "-z", "--stdin"], stdin=_nul_list(paths))
+        # With --stdin, update-index applies only the last of its flag options: one call each.
+        for option in ("--no-assume-unchanged", "--no-skip-worktree"):
+            if paths:
+                await self._run(["update-index", option, "-z", "--stdin"],
+                                stdin=_nul_list(paths))
 
     async def index_path(self) -> Path:
         """The index file (a worktree's own, wherever `.git` is); looked up once."""

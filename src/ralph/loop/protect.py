@@ -284,6 +284,7 @@ class Guard:
             # with index flags (which are cleared, so that the files are compared again).
             hidden = await self.git.flagged_files(self.protected.pathspecs())
             await self.git.clear_flags(hidden)
+            touched |= set(hidden)
             touched |= set(await self.git.changed_since(self.head, self.protected.pathspecs()))
         new_ignored: set[str] = set()
         if self.ignored is not None:
