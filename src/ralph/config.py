@@ -191,7 +191,7 @@ def _relative_glob(pattern: str) -> str:
     if not normal:
         raise PydanticCustomError("root_pattern", "{pattern} names the project root itself "
                                   "(write ** to protect everything)", {"pattern": repr(pattern)})
-    return normal + ("/" if pattern.endswith("/") else "")
+    return normal  # a pattern names everything below what it names: a trailing / adds nothing
 
 
 class GatesConfig(_Section):

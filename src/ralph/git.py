@@ -115,8 +115,8 @@ class Git:
         self.root = root
         self.timeout_s = timeout_s
         self._identity: list[str] | None = None
-        self._ignore_key: tuple[int, int, tuple[str, ...]] | None = None
-        self._unignored: list[str] = []
+        self._ignore_stamp: tuple[int, int] | None = None
+        self._unignored: dict[tuple[str, ...], list[str]] = {}
         self._index: Path | None = None
 
     async def snapshot(self, *, exclude: Sequence[str] = (),
@@ -226,10 +226,12 @@ class Git:
         return not out.stdout
 
     async def diff(self, *, base: str | None = None, max_bytes: int = 200_000,
-                   exclude: Sequence[str] = (), paths: Sequence[str] = ()) -> str:
+                   exclude: Sequence[str] = (), paths: Sequence[str] = (),
+                   cached: bool = False) -> str:
         """The work tree against `base` (default HEAD; the empty tree before the first commit),
         untracked files included as new files, at most `max_bytes` of it; only `paths`
-        (literal, repo-relative) when given.
+        (literal, repo-relative) when given. `cached`: the index against `base` instead
+        (what is staged), not the work tree.
 
         Untracked files are marked intent-to-add in a copy of the index (GIT_INDEX_FILE), so
         `git diff` shows their content while the real index stays untouched. A longer diff is
@@ -243,6 +245,11 @@ class Git:
             revision = base
         else:
             revision = await self.head() or await self._empty_tree()
+        if cached:
+            _, out = await self._run(
+                ["diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", revision,
+                 "--", *_literal(paths), *_excludes(exclude)], stdout_limit=max_bytes + 1)
+            return _cut(out, max_bytes)
         real_index = await self.index_path()
         with tempfile.TemporaryDirectory(prefix="ralph-git-") as scratch:
             index = Path(scratch) / "index"
@@ -262,14 +269,7 @@ class Git:
                 ["diff", "--no-color", "--no-ext-diff", "--no-textconv", revision, "--",
                  *scope],
                 env=env, stdout_limit=max_bytes + 1)
-        if out.stdout_total <= max_bytes:
-            return bytes(out.stdout).decode("utf-8", errors="replace")
-        body = bytes(out.stdout[:max_bytes])
-        cut = body.rfind(b"\n")
-        body = body[: cut + 1] if cut >= 0 else body
-        marker = f"[diff truncated: {len(body)} of {out.stdout_total} bytes shown]\n"
-        text = body.decode("utf-8", errors="replace")
-        return text + ("" if not text or text.endswith("\n") else "\n") + marker
+        return _cut(out, max_bytes)
 
     # -- changes ----------------------------------------------------------------------------
 
@@ -383,10 +383,14 @@ class Git:
                                   "--", *pathspecs], whole=True)
         return [os.fsdecode(p) for p in bytes(out.stdout).split(b"\0") if p]
 
-    async def flagged_files(self, pathspecs: Sequence[str]) -> list[str]:
-        """Files marked `assume-unchanged` or `skip-worktree` in the index, matching
-        `pathspecs`: git status and git diff do not look at their content."""
-        _, out = await self._run(["ls-files", "-v", "-z", "--", *pathspecs], whole=True)
+    async def flagged_files(self, pathspecs: Sequence[str], *,
+                            index: Path | None = None) -> list[str]:
+        """Files marked `assume-unchanged` or `skip-worktree` in the index (or in the index
+        file `index`, a copy), matching `pathspecs`: git status and git diff do not look at
+        their content."""
+        env = {"GIT_INDEX_FILE": str(index)} if index is not None else None
+        _, out = await self._run(["ls-files", "-v", "-z", "--", *pathspecs], env=env,
+                                 whole=True)
         flagged = []
         for entry in bytes(out.stdout).split(b"\0"):
             if len(entry) > 2 and (entry[:1].islower() or entry[:1] == b"S"):
@@ -400,6 +404,13 @@ class Git:
             if paths:
                 await self._run(["update-index", option, "-z", "--stdin"],
                                 stdin=_nul_list(paths))
+
+    async def show_file(self, revision: str, path: str) -> bytes | None:
+        """The content of `path` in commit `revision`; None if it has no such file."""
+        _check_rev(revision)
+        result, out = await self._run(["show", f"{revision}:{path}"], ok=(0, 128),
+                                      whole=True)
+        return bytes(out.stdout) if result.exit_code == 0 else None
 
     async def index_path(self) -> Path:
         """The index file (a worktree's own, wherever `.git` is); looked up once."""
@@ -462,8 +473,8 @@ class Git:
         return identity
 
     async def _not_ignored(self, paths: Sequence[str]) -> list[str]:
-        """The paths .gitignore does not cover (asked again only when .gitignore or the
-        paths change)."""
+        """The paths .gitignore does not cover (asked again only when .gitignore changes;
+        a few lists of paths are remembered)."""
         if not paths:
             return []
         try:
@@ -471,14 +482,18 @@ class Git:
             stamp = (st.st_mtime_ns, st.st_size)
         except OSError:
             stamp = (0, 0)
-        key = (*stamp, tuple(paths))
-        if key != self._ignore_key:
+        if stamp != self._ignore_stamp:
+            self._unignored.clear()
+            self._ignore_stamp = stamp
+        key = tuple(paths)
+        if key not in self._unignored:
             _, out = await self._run(["check-ignore", "--no-index", "--", *paths],
                                      ok=(0, 1), whole=True)
             ignored = {os.fsdecode(line) for line in bytes(out.stdout).splitlines()}
-            self._unignored = [p for p in paths if p not in ignored]
-            self._ignore_key = key
-        return self._unignored
+            if len(self._unignored) >= 8:
+                self._unignored.clear()
+            self._unignored[key] = [p for p in paths if p not in ignored]
+        return self._unignored[key]
 
     async def _empty_tree(self) -> str:
         """The empty tree's id in this repository's hash (sha1 or sha256)."""
@@ -545,6 +560,19 @@ def _excludes(paths: Sequence[str]) -> list[str]:
     """Exclude pathspecs (no wildcards) for `paths`; with no other pathspec given, git then
     applies them to the whole tree."""
     return [f":(exclude,literal){p}" for p in _checked(paths, "exclude path")]
+
+
+def _cut(out: _Captured, max_bytes: int) -> str:
+    """A diff's text; a longer one cut at the last line break within `max_bytes`, with a
+    marker line appended (the marker is extra: the diff itself never exceeds `max_bytes`)."""
+    if out.stdout_total <= max_bytes:
+        return bytes(out.stdout).decode("utf-8", errors="replace")
+    body = bytes(out.stdout[:max_bytes])
+    cut = body.rfind(b"\n")
+    body = body[: cut + 1] if cut >= 0 else body
+    marker = f"[diff truncated: {len(body)} of {out.stdout_total} bytes shown]\n"
+    text = body.decode("utf-8", errors="replace")
+    return text + ("" if not text or text.endswith("\n") else "\n") + marker
 
 
 def _literal(paths: Sequence[str]) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ralph.loop import LoopError
+from ralph.loop.service import LIFE_SLACK_NS
 from ralph.scaffold import scaffold
 from ralph.store import Frame
 from ralph.testing import misbehaving
@@ -247,7 +248,7 @@ async def test_after_a_crash_the_next_run_uses_the_config_put_back(project: Proj
 async def test_the_users_edits_after_a_crash_are_left_to_the_user(project: Project) -> None:
     project.plan({"tasks": {"1": [misbehaving.hang(120, write={"half.txt": "half\n"})]}})
     await _kill_mid_iteration(project, project.root / "half.txt")
-    await asyncio.sleep(1.2)  # past the dead process's last sign of life (and its slack)
+    await asyncio.sleep(LIFE_SLACK_NS / 1e9 + 0.5)  # past the dead process's last sign of life
     with (project.root / "PROMPT_build.md").open("a") as handle:
         handle.write("\nThe user's own edit, after the crash.\n")
     (project.root / "mine.txt").write_text("the user's file\n")
@@ -319,3 +320,84 @@ async def test_a_gate_that_changes_a_tracked_file_does_not_refuse_the_next_start
         await service.aclose()
     assert second.verified
     assert "results.log" not in _files_of(project.root, "HEAD")
+
+
+async def test_a_tick_and_the_users_file_after_a_crash_are_told_apart(
+        project: Project) -> None:
+    """Recovery's own writes (the reopened tick) do not widen what counts as the agent's."""
+    project.plan({"tasks": {"1": [{**misbehaving.hang(120, write={"half.txt": "h\n"}),
+                                   "tick": True}]}})
+    await _kill_mid_iteration(project, project.root / "half.txt")
+    await asyncio.sleep(LIFE_SLACK_NS / 1e9 + 0.5)
+    (project.root / "mine.txt").write_text("the user's\n")
+    service = project.service()
+    try:
+        with pytest.raises(LoopError, match=r"mine\.txt"):
+            await service.step()
+    finally:
+        await service.aclose()
+    assert "mine.txt" not in _files_of(project.root, "HEAD")
+
+
+async def test_recovery_protects_by_the_config_the_iteration_began_with(
+        project: Project) -> None:
+    tests = project.root / "tests"
+    tests.mkdir()
+    (tests / "test_a.sh").write_text("exit 1\n")
+    project.config('protected = ["tests/**"]\n', gates=["sh tests/test_a.sh"])
+    project.commit("protected tests")
+    cheat = (project.root / "ralph.toml").read_text().replace(
+        'protected = ["tests/**"]\n', "").replace('commands = ["sh tests/test_a.sh"]',
+                                                   "commands = []")
+    project.plan({"tasks": {"1": [misbehaving.hang(120, write={
+        "ralph.toml": cheat, "tests/test_a.sh": "exit 0\n", "half.txt": "h\n"})]}})
+    await _kill_mid_iteration(project, project.root / "half.txt")
+    service = project.service()
+    try:
+        await service.step()
+    finally:
+        await service.aclose()
+    assert (tests / "test_a.sh").read_text() == "exit 1\n"
+    interrupted = git(project.root, "log", "--format=%h", "--grep=interrupted").split()
+    assert len(interrupted) == 1
+    assert "tests/test_a.sh" not in _files_of(project.root, interrupted[0])
+    assert 'protected = ["tests/**"]' in (project.root / "ralph.toml").read_text()
+
+
+async def test_after_a_stop_during_the_gates_the_next_start_needs_no_allow_dirty(
+        project: Project) -> None:
+    project.config(gates=["echo r > report.txt && sleep 60"])
+    project.commit("a slow gate that writes a report")
+    project.plan({"default": {"write": {"a.py": "x\n"}, "tick": True}})
+    service = project.service()
+    try:
+        await service.start_run()
+        await wait_for((project.root / "report.txt").exists)
+        assert service.stop()
+        await asyncio.wait_for(service.wait(), 30)
+    finally:
+        await service.aclose()
+    project.config(gates=["true"])  # Ralph commits it on its own, as a project file
+    service = project.service()
+    try:
+        result = await service.step()
+    finally:
+        await service.aclose()
+    assert result.verified
+    assert "report.txt" not in git(project.root, "log", "--name-only", "--format=")
+
+
+async def test_a_gate_output_the_agent_staged_and_changed_stays_out(project: Project) -> None:
+    project.config(gates=["echo report > report.txt"])
+    project.commit("a gate that writes a report")
+    project.plan({"tasks": {"1": [{"tick": True}],
+                            "2": [{"git": ["add", "-A"], "append": {"report.txt": "more\n"},
+                                   "tick": True}]}})
+    service = project.service()
+    try:
+        assert (await service.step()).verified
+        second = await service.step()
+    finally:
+        await service.aclose()
+    assert second.verified
+    assert "report.txt" not in git(project.root, "log", "--name-only", "--format=")

@@ -84,8 +84,8 @@ async def test_a_directory_a_gate_names_is_protected_and_added_files_go(
     unit = project.root / "tests" / "unit"
     unit.mkdir(parents=True)
     (unit / "check.sh").write_text("exit 1\n")
-    (project.root / "run_tests.sh").write_text('for t in "$1"/*.sh; do sh "$t" || exit 1; done\n')
-    _setup(project, ["sh run_tests.sh tests/unit"])
+    # A test runner's argument with "test" in it: the directory of tests it runs.
+    _setup(project, ["python3 -m pytest -q tests/unit"])
     # A file added where the gate looks that makes it pass: removed again.
     project.plan({"tasks": {"1": [{"write": {"tests/unit/check.sh": "exit 0\n",
                                               "tests/unit/extra.sh": "exit 0\n",
@@ -186,17 +186,28 @@ async def test_protect_gate_files_false_leaves_them_to_the_agent(project: Projec
 @pytest.mark.parametrize(("command", "words"), [
     ("sh gate.sh", ["gate.sh"]),
     ("./gate.sh --fast", ["./gate.sh"]),
+    ("timeout 60 sh run.sh", ["run.sh"]),
     ("pytest -q tests/unit --cov=src", ["tests/unit"]),
+    ("pytest --cov src tests", ["tests"]),  # src is the code it checks
+    ("python3 -m pytest -q tests/", ["tests/"]),
+    ("uv run pytest tests", ["tests"]),
+    ("python -m unittest tests/test_a.py", ["tests/test_a.py"]),
+    ("npx jest __tests__/a.spec.js", ["__tests__/a.spec.js"]),
+    ("ruff check src", []),  # a linter: the code it checks is the agent's work
+    ("mypy src", []),
+    ("npx eslint src", []),
+    ("black --check src tests", []),
+    ("python -m compileall -q src", []),
     ("cd sub && make test", []),
     ("make test", []),  # a target, not the test/ directory
     ("npm test", []),
-    ("cargo test --manifest-path sub/Cargo.toml", ["sub/Cargo.toml"]),
-    ("bash -c './check.sh && python -m pytest t'", ["./check.sh", "t"]),
+    ("go test ./...", []),
+    ("cargo test --manifest-path sub/Cargo.toml", []),
+    ("node scripts/verify.js --strict", ["scripts/verify.js"]),
+    ("bash -c './check.sh && python -m pytest t'", ["./check.sh"]),
     ("FOO=1 ./x.sh $HOME > out.txt", ["./x.sh"]),  # out.txt is written, not read
     ("python check.py < fixture.txt", ["check.py", "fixture.txt"]),
-    ("uv run pytest tests", ["tests"]),
-    ("python3 -m pytest -q tests/", ["tests/"]),
-    ("echo 'unbalanced", ["'unbalanced"]),
+    ("echo 'unbalanced", []),
 ])
 def test_gate_words(command: str, words: list[str]) -> None:
     assert gate_words(command) == words
@@ -303,7 +314,7 @@ async def test_a_file_and_a_directory_swapped_are_put_back(project: Project) -> 
     unit.mkdir(parents=True)
     (unit / "check.sh").write_text("exit 1\n")
     (project.root / "gate.sh").write_text(FAILING_GATE)
-    _setup(project, ["sh gate.sh tests/unit"])
+    _setup(project, ["sh gate.sh && python3 -m pytest -q tests/unit"])
     project.plan({"tasks": {"1": [{"delete": ["tests/unit/check.sh", "gate.sh"],
                                    "write": {"tests/unit.sh": "x"}, "tick": True,
                                    "shell": ["rmdir tests/unit && echo pass > tests/unit && "
@@ -343,3 +354,62 @@ async def test_an_agent_that_cannot_work_leaves_no_protected_change(project: Pro
     assert (project.root / "gate.sh").read_text() == FAILING_GATE
     assert git(project.root, "status", "--porcelain") == ""  # work.txt kept, committed
     assert project.state()["tasks"]["1"]["failures"] == 0
+
+
+async def test_a_lint_gate_naming_the_source_leaves_it_to_the_agent(project: Project) -> None:
+    """`ruff check src`, `python -m compileall src`: the gate checks the agent's work."""
+    (project.root / "src").mkdir()
+    (project.root / "src" / "app.py").write_text("x = 1\n")
+    _setup(project, ["python3 -m compileall -q src"])
+    project.plan({"tasks": {"1": [{"write": {"src/app.py": "x = 2\n"}, "tick": True}]}})
+    result, events = await step_with_events(project)
+    assert result.verified, result.reason
+    assert _reverted(events) == []
+
+
+async def test_a_new_ignored_directory_outside_the_patterns_is_left_alone(
+        project: Project) -> None:
+    """`npm install` makes node_modules/ (ignored): not a protected addition for a wildcard
+    pattern that does not cover it."""
+    (project.root / ".gitignore").write_text(
+        (project.root / ".gitignore").read_text() + "node_modules/\n")
+    (project.root / "test_a.sh").write_text("exit 0\n")
+    _setup(project, ["sh test_a.sh"], 'protected = ["**/test_*.sh"]\n')
+    project.plan({"tasks": {"1": [{"write": {"node_modules/left-pad/index.js": "x",
+                                              "app.js": "y"}, "tick": True}]}})
+    result, _ = await step_with_events(project)
+    assert result.verified, result.reason
+    assert (project.root / "node_modules/left-pad/index.js").exists()
+
+
+async def test_bytecode_under_a_protected_directory_is_removed_before_the_gates(
+        project: Project) -> None:
+    """A crafted .pyc in an existing, ignored __pycache__ would run in place of a test."""
+    tests = project.root / "tests"
+    (tests / "__pycache__").mkdir(parents=True)
+    with (project.root / ".gitignore").open("a") as handle:
+        handle.write("__pycache__/\n")
+    (tests / "check.sh").write_text("test ! -e tests/__pycache__/check.pyc\n")
+    (tests / "__pycache__" / "check.pyc").write_text("old")
+    _setup(project, ["sh tests/check.sh"], 'protected = ["tests/**"]\n')
+    project.plan({"tasks": {"1": [{"write": {"tests/__pycache__/check.pyc": "crafted"},
+                                   "tick": True}]}})
+    result, events = await step_with_events(project)
+    assert result.verified, result.reason  # removed, and no sign of cheating
+    assert _reverted(events) == []
+    assert not (tests / "__pycache__" / "check.pyc").exists()
+
+
+async def test_a_users_skip_worktree_file_is_left_as_it_is(project: Project) -> None:
+    config = project.root / "config"
+    config.mkdir()
+    (config / "local.toml").write_text("shared = 1\n")
+    _setup(project, ["true"], 'protected = ["config/**"]\n')
+    git(project.root, "update-index", "--skip-worktree", "config/local.toml")
+    (config / "local.toml").write_text("mine = 2\n")  # the user's local setting
+    project.plan({"tasks": {"1": [{"write": {"app.py": "x"}, "tick": True,
+                                   "git": ["add", "app.py"]}]}})
+    result, _ = await step_with_events(project)
+    assert result.verified, result.reason
+    assert (config / "local.toml").read_text() == "mine = 2\n"
+    assert git(project.root, "ls-files", "-v", "config/local.toml").startswith("S ")

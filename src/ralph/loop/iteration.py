@@ -31,7 +31,7 @@ from ralph.loop.gates import GateReceipt, run_gates
 from ralph.loop.models import IterationStatus, LastIteration, StepResult
 from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.prompt import Memory, build_prompt
-from ralph.loop.protect import Change, Guard, describe, put_back
+from ralph.loop.protect import Change, Guard, describe, put_back, put_back_note
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
 from ralph.loop.status import stale_blocks
@@ -40,6 +40,7 @@ from ralph.loop.worktree import (
     attempt_message,
     covered,
     gate_changes,
+    ralph_files,
     remember_gate_outputs,
     tree_is_clean,
     untracked_outputs,
@@ -130,8 +131,7 @@ class Iteration:
         except asyncio.CancelledError:
             record.status = "stopped"
             record.reason = "stopped before the iteration finished"
-            await self._keep_unfinished_work(tracker, record)
-            self._finish(record, clock)
+            await self._end_without_verdict(tracker, record, clock)
             raise
         except AgentUnusable as exc:
             # Not an attempt: nothing is counted or blocked, and the run stops. The agent
@@ -142,8 +142,7 @@ class Iteration:
             if record.outcome is None and isinstance(exc.outcome, AgentOutcome):
                 record.outcome = exc.outcome
                 record.return_code = exc.outcome.exit_code
-            await self._keep_unfinished_work(tracker, record)
-            self._finish(record, clock)
+            await self._end_without_verdict(tracker, record, clock)
             raise
         except (RalphError, OSError) as exc:
             # The orchestrator could not go on (a missing prompt file, a log it cannot
@@ -151,12 +150,19 @@ class Iteration:
             # keep what the agent did (a later start must not find it as a stranger's change).
             record.status = "error"
             record.reason = str(exc)
-            await self._keep_unfinished_work(tracker, record)
-            self._finish(record, clock)
+            await self._end_without_verdict(tracker, record, clock)
             if isinstance(exc, OSError):
                 raise LoopError(f"iteration {iteration}: {exc}") from exc
             raise
         return self._finish(record, clock)
+
+    async def _end_without_verdict(self, tracker: Tracker, rec: _Record, clock: float) -> None:
+        """Keep what the iteration left, then record it, even if a second stop cuts the
+        keeping short (the next start's recovery then finishes it)."""
+        try:
+            await self._keep_unfinished_work(tracker, rec)
+        finally:
+            self._finish(rec, clock)
 
     def _take_numbers(self, task: Task) -> tuple[int, str]:
         """The next iteration number and the task's next attempt id. Numbers whose files
@@ -315,7 +321,9 @@ class Iteration:
         prompt_name = section.prompt or (ctx.config.files.judge if role == "judge"
                                          else ctx.config.files.review)
         template = _read(ctx.paths.root / prompt_name, required=True)
-        diff = await ctx.git.diff(max_bytes=DIFF_CHARS)
+        # The agent's work as staged (with its own commits): not what the gates made since.
+        base = rec.before.head if rec.before is not None else None
+        diff = await ctx.git.diff(base=base, max_bytes=DIFF_CHARS, cached=rec.stage_done)
         prompt = (f"{template.rstrip()}\n\n## Task {task.id}: {task.title}\n\n"
                   + "".join(f"- {a}\n" for a in task.acceptance)
                   + f"\n## The change\n\n```diff\n{diff}\n```\n")
@@ -380,13 +388,11 @@ class Iteration:
         changes = await rec.guard.changes(rec.before, after)
         if not changes:
             return
-        rec.reverted = {c.path for c in changes}
         rec.protected = await put_back(rec.guard, changes, self.emit, task_id=rec.task.id,
                                        attempt_id=rec.attempt_id)
+        rec.reverted = {c.path for c in changes}  # only once all of it is back
         if rec.protected:
-            self._note(f"Ralph put back protected paths the agent changed in attempt "
-                       f"{rec.attempt_id} of task {rec.task.id}: "
-                       f"{describe(rec.protected, limit=20)}.")
+            self._note(put_back_note(rec.protected, rec.attempt_id, rec.task.id))
 
     def _undo_other_tracker_edits(self, tracker: Tracker, rec: _Record) -> None:
         """Blocks the agent took off are put back, and ticks of other tasks reopened (a task
@@ -421,10 +427,7 @@ class Iteration:
 
     def _ralph_edits(self, rec: _Record) -> list[str]:
         """The files Ralph itself edited in this iteration (the tracker, progress.md)."""
-        if not rec.edited:
-            return []
-        files = self.ctx.config.files
-        return [f for f in (files.prd, files.progress) if (self.ctx.paths.root / f).exists()]
+        return ralph_files(self.ctx.config, self.ctx.paths.root) if rec.edited else []
 
     async def _commit(self, rec: _Record) -> None:
         """Commit what was staged for this iteration, with Ralph's own edits since."""
@@ -469,12 +472,14 @@ class Iteration:
         try:
             if not rec.stage_done:
                 after = await ctx.git.snapshot(exclude=RUNTIME)
-                if rec.guard is not None and not rec.reverted:
-                    await self._put_back_protected(rec, after)
+                await self._put_back_protected(rec, after)  # finds nothing if done already
                 rec.after = after
                 if ctx.config.git.auto_commit:
                     await self._stage_agent_work(rec, after)
             await self._commit(rec)
+            if rec.stage_done and rec.after is not None:  # the gates may have run since
+                post = await ctx.git.snapshot(exclude=RUNTIME, untracked="normal")
+                remember_gate_outputs(ctx.state, *gate_changes(rec.after, post, rec.reverted))
         except (RalphError, OSError) as exc:
             log.warning("could not commit what the %s iteration %d left: %s", rec.status,
                         rec.iteration, exc)

@@ -35,15 +35,19 @@ from ralph.loop.worktree import covered, listed
 
 MANIFEST = "manifest.json"
 DIFF_BYTES = 1 << 20  # the agent's diff of protected paths kept as the event's content
-_SHELL_WORDS_SKIPPED_AFTER = {"cd", "pushd"}  # `cd sub && make`: sub is where, not what
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
-# Programs whose arguments name targets, scripts or subcommands rather than files.
-_TARGET_RUNNERS = {"make", "gmake", "npm", "yarn", "pnpm", "bun", "cargo", "go", "just",
-                   "rake", "gradle", "gradlew", "mvn", "mvnw", "tox", "nox", "deno", "ant",
-                   "dotnet", "mix", "swift", "ctest"}
+# Programs whose first argument is the script they run: that script is what the gate runs.
+_INTERPRETERS = _SHELLS | {"python", "python3", "node", "ruby", "perl", "php", "deno", "bun",
+                           "tsx", "ts-node", "Rscript", "lua"}
+# Test runners: their arguments that name tests (a path with "test" or "spec" in it) are what
+# the gate runs; other arguments (`--cov src`, the code they import) are what it checks.
+_TEST_RUNNERS = {"pytest", "py.test", "unittest", "jest", "vitest", "mocha", "ava", "tap",
+                 "rspec", "phpunit", "bats", "nose2", "ward", "tape", "karma", "cucumber-js"}
+_TEST_WORD = re.compile(r"test|spec", re.IGNORECASE)
 _WRAPPERS = {"env", "nohup", "time", "nice", "timeout", "exec", "command", "xvfb-run", "npx",
              "bunx", "pnpx"}
-_RUN_WRAPPERS = {"uv", "poetry", "pdm", "pipenv", "hatch", "rye", "pixi", "conda"}
+_RUN_WRAPPERS = {"uv", "poetry", "pdm", "pipenv", "hatch", "rye", "pixi", "conda", "yarn",
+                 "pnpm", "npm", "bun"}
 
 
 @dataclass(frozen=True)
@@ -96,58 +100,67 @@ def fixed_patterns(config: Config) -> list[str]:
 
 
 def gate_words(command: str) -> list[str]:
-    """The words of a gate command that may name a file the gate reads.
+    """The words of a gate command that name what the gate runs, as opposed to the code it
+    checks: `ruff check src` protects nothing (the agent's work is in src), `sh gate.sh`
+    protects gate.sh.
 
     Each simple command (between `;`, `&&`, `|`, ...) is read as a program and its
-    arguments. The program counts only as a path (`./gate.sh`); options, assignments, words
-    with expansions or wildcards, the directory after `cd` and the target of an output
-    redirection do not count. A runner of named targets (`make test`, `npm test`, `cargo
-    test`) takes names, not paths: only its arguments with a `/` count. Wrappers (`env`,
-    `uv run`, `python -m`, ...) hand on to the command they run; `sh -c '...'` is read too.
+    arguments: a program given as a path (`./gate.sh`); the script an interpreter runs
+    (`sh gate.sh`, `python check.py`, `node verify.js`); the tests a test runner runs
+    (`pytest tests/unit`, `jest __tests__`: arguments with "test" or "spec" in their path);
+    and a file fed to the command's input (`< fixture.txt`). Wrappers (`env`, `uv run`,
+    `python -m`, `npx`, ...) hand on to the command they run; `sh -c '...'` is read too.
+    Options and their values, words with expansions or wildcards, and output redirections do
+    not count.
     """
     words: list[str] = []
-    for simple in _simple_commands(_tokens(command)):
-        words += _path_words(simple)
+    for simple, inputs in _simple_commands(_tokens(command)):
+        words += _path_words(simple) + inputs
     return words
 
 
-def _simple_commands(tokens: list[str]) -> list[list[str]]:
-    commands: list[list[str]] = [[]]
-    redirect = False
+def _simple_commands(tokens: list[str]) -> list[tuple[list[str], list[str]]]:
+    """Each simple command's words, and the files redirected into it (`< file`)."""
+    commands: list[tuple[list[str], list[str]]] = [([], [])]
+    redirect: str | None = None
     for token in tokens:
         if token and all(ch in ";&|()<>" for ch in token):
-            if ">" in token:
-                redirect = True  # the next word is written by the gate, not read
-            elif "<" not in token:
-                commands.append([])
+            if ">" in token or "<" in token:
+                redirect = "in" if token == "<" else "out"
+            else:
+                commands.append(([], []))
             continue
-        if redirect:
-            redirect = False
+        if redirect is not None:
+            if redirect == "in" and _plain(token):
+                commands[-1][1].append(token)
+            redirect = None
             continue
-        commands[-1].append(token)
-    return [c for c in commands if c]
+        commands[-1][0].append(token)
+    return [c for c in commands if c[0] or c[1]]
+
+
+def _plain(word: str) -> bool:
+    """A word that can name a file as it is written: no option, expansion or wildcard."""
+    return bool(word) and not word.startswith("-") and not any(
+        ch in word for ch in "$`*?[]{}~=\n")
 
 
 def _path_words(words: list[str]) -> list[str]:
-    found: list[str] = []
     rest = _unwrap(words)
     if not rest:
-        return found
+        return []
     program, args = rest[0], rest[1:]
-    if Path(program).name in _SHELLS and "-c" in args:  # sh -c 'script ...'
-        script = args[args.index("-c") + 1:args.index("-c") + 2]
-        return gate_words(script[0]) if script else found
-    if "/" in program:
-        found.append(program)
-    if Path(program).name in _SHELL_WORDS_SKIPPED_AFTER:
-        return found
-    target_runner = Path(program).name in _TARGET_RUNNERS
-    for word in args:
-        if not word or word.startswith("-") or any(ch in word for ch in "$`*?[]{}~=\n"):
-            continue
-        if target_runner and "/" not in word:
-            continue
-        found.append(word)
+    name = Path(program).name
+    if name in _SHELLS and "-c" in args:  # sh -c 'script ...'
+        inline = args[args.index("-c") + 1:args.index("-c") + 2]
+        return gate_words(inline[0]) if inline else []
+    found = [program] if "/" in program and _plain(program) else []
+    if name in _INTERPRETERS or re.fullmatch(r"python[\d.]*", name):
+        script = next((a for a in args if not a.startswith("-")), None)
+        if script is not None and _plain(script):
+            found.append(script)
+    elif name in _TEST_RUNNERS:
+        found += [a for a in args if _plain(a) and _TEST_WORD.search(a)]
     return found
 
 
@@ -163,8 +176,10 @@ def _unwrap(words: list[str]) -> list[str]:
             rest = rest[1:]
             while rest and rest[0].startswith("-"):
                 rest = rest[1:]
+            if head == "timeout" and rest:  # its duration
+                rest = rest[1:]
         elif (head in _RUN_WRAPPERS and len(rest) > 1 and rest[1] in ("run", "exec", "x")) or (
-                head.startswith("python") and len(rest) > 2 and rest[1] == "-m"):
+                re.fullmatch(r"python[\d.]*", head) and len(rest) > 2 and rest[1] == "-m"):
             rest = rest[2:]
         else:
             break
@@ -228,6 +243,7 @@ class Guard:
     ignored: frozenset[str] | None = None  # ignored entries under protected dirs at the start
     literal: dict[str, bool] = field(default_factory=dict)  # literal path -> existed
     index_stamp: tuple[int, int, int] | None = None
+    index_copy: Path | None = None  # the index at the start: which flags were set then
 
     @classmethod
     async def begin(cls, config: Config, git: Git, root: Path, before: WorkTree,
@@ -243,12 +259,14 @@ class Guard:
         if listed:
             guard.ignored = frozenset(await git.ignored_files(protected.pathspecs(),
                                                               directory=True))
-        guard.index_stamp = file_signature(await git.index_path())
+        index = await git.index_path()
+        guard.index_stamp = file_signature(index)
+        guard.index_copy = await asyncio.to_thread(_copy_index, index, saved_dir)
         return guard
 
     @classmethod
     def resume(cls, git: Git, root: Path, protected: Protected, head: str | None,
-               saved_dir: Path) -> Guard:
+               saved_dir: Path, outputs: Sequence[str] = ()) -> Guard:
         """The guard of an iteration another process began (crash recovery)."""
         saved: dict[str, bool] = {}
         try:
@@ -256,7 +274,7 @@ class Guard:
             saved = {str(k): bool(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
         except (OSError, orjson.JSONDecodeError):
             pass
-        return cls(git, root, protected, head, saved_dir, saved)
+        return cls(git, root, protected, head, saved_dir, saved, outputs=tuple(outputs))
 
     def _save(self, paths: list[str]) -> None:
         for path in paths:
@@ -271,30 +289,59 @@ class Guard:
         atomic_write_bytes(self.saved_dir / MANIFEST, orjson.dumps(self.saved), durable=False)
 
     async def changes(self, before: WorkTree, after: WorkTree) -> list[Change]:
-        """What the agent changed under protected paths since `before` (taken at the start)."""
+        """What the agent changed under protected paths since `before` (taken at the start),
+        and the cache files there (`Change.cache`: removed before the gates, not counted)."""
         touched = {p for p in after.touched_since(before) if self.protected.matches(p)}
         touched |= set(self.saved)  # a handful at most: their content is compared
         touched |= {p for p, existed in self.literal.items()
                     if not existed and os.path.lexists(self.root / p)}
-        git_used = (self.head is not None and after.head != before.head) or (
-            self.index_stamp is not None and file_signature(await self.git.index_path())
-            != self.index_stamp)
-        if git_used and self.head is not None:
+        index_changed = self.index_stamp is not None and (
+            file_signature(await self.git.index_path()) != self.index_stamp)
+        if self.head is not None and (index_changed or after.head != before.head):
             # The agent ran git: what it committed, and protected files it hid from status
-            # with index flags (which are cleared, so that the files are compared again).
-            hidden = await self.git.flagged_files(self.protected.pathspecs())
+            # with index flags it set (cleared, so that the files are compared again).
+            hidden = await self._new_flags()
             await self.git.clear_flags(hidden)
             touched |= set(hidden)
             touched |= set(await self.git.changed_since(self.head, self.protected.pathspecs()))
-        new_ignored: set[str] = set()
-        if self.ignored is not None:
-            now = await self.git.ignored_files(self.protected.pathspecs(), directory=True)
-            new_ignored = {p for p in now if p not in self.ignored
-                           and not covered(p, self.outputs)}
         touched = {p for p in touched if not self._is_output(p, after)}
         found = await self._classify(sorted(touched))
-        found += [Change(p, "added") for p in sorted(new_ignored) if p not in touched]
+        caches = sorted(p for p in after.stamps if p not in touched and is_cache(p)
+                        and after.stamps[p].startswith("??:") and self.protected.matches(p))
+        if self.ignored is not None:
+            now = await self.git.ignored_files(self.protected.pathspecs(), directory=True)
+            found += [Change(p, "added") for p in await asyncio.to_thread(
+                self._hidden_additions, [p for p in now if p not in self.ignored])
+                if p not in touched]
+            # Every cache under a protected directory goes, new or not: a crafted .pyc
+            # in an existing __pycache__ would be run by the tests in place of their source.
+            caches += [p for p in now if is_cache(p) and p not in caches]
+        found += [Change(p, "added") for p in caches if not any(c.path == p for c in found)]
         return found
+
+    def _hidden_additions(self, entries: list[str]) -> list[str]:
+        """Of the ignored entries that are new since the start, those under a protected
+        pattern: a directory matched as a whole, or the protected files inside it (at most
+        MAX_WALK of them are looked at: a new node_modules/ is not the gates' input)."""
+        found: list[str] = []
+        for entry in entries:
+            if covered(entry, self.outputs):
+                continue
+            if self.protected.matches(entry):
+                found.append(entry)
+            elif entry.endswith("/"):
+                found += [f for f in _files_below(self.root, entry) if self.protected.matches(f)]
+        return found
+
+    async def _new_flags(self) -> list[str]:
+        """Protected files with an index flag the agent set (flags set before the iteration,
+        a user's skip-worktree file say, are left alone)."""
+        now = await self.git.flagged_files(self.protected.pathspecs())
+        if not now or self.index_copy is None:
+            return now
+        before = await self.git.flagged_files(self.protected.pathspecs(),
+                                              index=self.index_copy)
+        return [p for p in now if p not in set(before)]
 
     async def _classify(self, paths: list[str]) -> list[Change]:
         unsaved = [p for p in paths if p not in self.saved]
@@ -403,6 +450,13 @@ async def put_back(guard: Guard, changes: Sequence[Change], emit: EventSink, *,
     return counted
 
 
+def put_back_note(changes: Iterable[Change], attempt_id: str, task_id: str,
+                  how: str = "") -> str:
+    """The progress.md line that says what was put back."""
+    return (f"Ralph put back protected paths the agent changed in attempt {attempt_id} of "
+            f"task {task_id}{how}: {describe(changes, limit=20)}.")
+
+
 def describe(changes: Iterable[Change], limit: int = 5) -> str:
     """`gate.sh (modified), tests/test_a.py (deleted)`, at most `limit` of them."""
     return listed([f"{c.path} ({c.change})" for c in changes], limit)
@@ -416,6 +470,36 @@ def changed_after(path: Path, since_ns: int) -> bool:
         return False
     # ctime too: a tool that keeps the mtime (cp -p, tar) still sets it.
     return max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns
+
+
+MAX_WALK = 2000  # files looked at in one new ignored directory
+INDEX_COPY_BYTES = 16 << 20  # a larger index is not copied (flags are then not compared)
+
+
+def _files_below(root: Path, entry: str) -> list[str]:
+    """Repo-relative files below directory `entry` (at most MAX_WALK)."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(root / entry):
+        dirs.sort()
+        for name in sorted(files):
+            found.append((Path(top) / name).relative_to(root).as_posix())
+            if len(found) >= MAX_WALK:
+                return found
+    return found
+
+
+def _copy_index(index: Path, saved_dir: Path) -> Path | None:
+    """A copy of the index as it is at the start of the iteration (None if there is none,
+    or it is too large to copy on every iteration)."""
+    try:
+        if index.stat().st_size > INDEX_COPY_BYTES:
+            return None
+        saved_dir.mkdir(parents=True, exist_ok=True)
+        copy = saved_dir / "index"
+        shutil.copyfile(index, copy)
+    except OSError:
+        return None
+    return copy
 
 
 def _prune_empty_parents(path: Path, root: Path) -> None:

@@ -23,7 +23,7 @@ from ralph.agents.base import AgentCommand
 from ralph.agents.opencode import OpencodeAdapter
 from ralph.agents.runner import resolve_program
 from ralph.agents.server import AgentServer
-from ralph.config import Config, ResolvedAgent, load_config
+from ralph.config import CONFIG_FILE, Config, ConfigError, ResolvedAgent, load_config, parse_config
 from ralph.errors import RalphError
 from ralph.git import Git, WorkTree
 from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
@@ -47,7 +47,7 @@ from ralph.loop.models import (
     StopReason,
 )
 from ralph.loop.paths import ProjectPaths
-from ralph.loop.protect import Guard, changed_after, describe, protected_for, put_back
+from ralph.loop.protect import Guard, changed_after, protected_for, put_back, put_back_note
 from ralph.loop.ratelimit import HOUR_S
 from ralph.loop.state import (
     ActiveRun,
@@ -58,7 +58,13 @@ from ralph.loop.state import (
     save_state,
 )
 from ralph.loop.status import StatusSource, project_status
-from ralph.loop.worktree import attempt_message, by_gates, prepare_tree
+from ralph.loop.worktree import (
+    attempt_message,
+    by_gates,
+    prepare_tree,
+    ralph_files,
+    remember_gate_outputs,
+)
 from ralph.proc import group_alive, kill_group, kill_owned, owner_id
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
@@ -70,6 +76,10 @@ log = logging.getLogger("ralph.loop")
 _ids = IdGenerator()
 
 
+HEARTBEAT_S = 1.0
+# A dead process's last sign of life can be a heartbeat old, and its guard takes up to about
+# 1.5 s to end what it left: files written that much later are still the agent's.
+LIFE_SLACK_NS = 3_000_000_000
 NO_GATES_WARNING = ("no gates are configured ([gates] commands in ralph.toml): a ticked box "
                     "is then the only evidence that a task is done")
 
@@ -85,8 +95,7 @@ class LoopService:
                  observer: Observer | None = None) -> None:
         self.paths = ProjectPaths(root)
         self.config = config if config is not None else load_config(root)
-        self._own_config = config is None
-        self._put_back_after_death = False
+        self._config_put_back = False
         self.observer = observer
         self._store = store
         self._own_store = store is None
@@ -382,6 +391,7 @@ class LoopService:
         if not reserved:
             self._check_idle()
         server: AgentServer | None = None
+        heartbeat: asyncio.Task[None] | None = None
         if not self._lock.try_acquire():
             raise self._busy_elsewhere()
         if not reserved:
@@ -391,8 +401,7 @@ class LoopService:
             self._state = state
             ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
             await self._recover(ctx)
-            if self._put_back_after_death and self._own_config:
-                # ralph.toml may have been the agent's: read the one put back
+            if self._config_put_back:  # the one loaded was the agent's: read the one put back
                 self.config = ctx.config = load_config(self.paths.root)
                 self._status_source = StatusSource(self.paths, self.config)
             resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
@@ -402,6 +411,7 @@ class LoopService:
                                          server_pgid=server.pgid if server else None,
                                          owner=owner_id())
             ctx.save()
+            heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
             emit = EventSink(self.store, run_id, self.observer)
             emit("run.started", {"agent": resolved.name, "maxIterations": limit,
                                  "startIteration": state.iteration_count + 1, "mode": mode})
@@ -423,6 +433,8 @@ class LoopService:
                     self._finish_run(ctx, emit, reason, message, None)
                 raise
         finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
             if server is not None:
                 await server.stop()
             self._active_run_id = None
@@ -499,7 +511,7 @@ class LoopService:
         """Record what a process that died (SIGKILL, power loss) left unfinished: end what
         it left running, reopen what its iteration ticked, put protected paths back, and
         commit what its agent did as that attempt's work."""
-        self._put_back_after_death = False
+        self._config_put_back = False
         state = ctx.state
         flight = state.in_flight
         dead = state.active_run
@@ -507,12 +519,13 @@ class LoopService:
             # Its guard ends all of it when it dies; this is for a guard that died with it.
             await asyncio.to_thread(kill_owned, dead.owner)
         if flight is not None:
+            until = self._last_sign_of_life(flight)  # before this start writes anything
             if flight.agent_pgid and group_alive(flight.agent_pgid):
                 kill_group(flight.agent_pgid)
             emit = EventSink(self.store, flight.run_id, self.observer)
             reason = owner_died(flight.pid)
             self._reopen_after_death(ctx, flight, emit)
-            commit = await self._commit_after_death(ctx, flight, emit, reason)
+            commit = await self._keep_after_death(ctx, flight, emit, reason, until)
             finished = now_ts()
             result = StepResult(
                 iteration=flight.iteration, agent=dead.agent if dead else "unknown",
@@ -546,22 +559,23 @@ class LoopService:
         if flight is not None or dead is not None:
             save_state(self.paths.state, state)
 
-    async def _commit_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink,
-                                  reason: str) -> str | None:
+    async def _keep_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink,
+                                reason: str, until: int) -> str | None:
         """Put back protected paths the dead iteration's agent changed, and commit the rest
         of what it left as that attempt's work (gate outputs and runtime files aside); the
-        commit, if any. Only what changed while the dead process lived counts as the agent's:
-        a file the user edited since (written after the process's last sign of life) is left
-        as it is, for the start's own check."""
+        commit, if any. Only what was written by `until` (the dead process's last sign of
+        life) counts as the agent's: a file the user edited since is left as it is, for the
+        start's own check. The protected paths are those of ralph.toml as it was when the
+        iteration began (the one in the tree may be the agent's)."""
         if not await self.git.is_repo():
             return None
         try:
             head = flight.head or await self.git.head()
-            until = self._last_sign_of_life(flight)
-            protected = await protected_for(self.config, self.git, self.paths.root, head)
+            then = await self._config_at(head)
+            protected = await protected_for(then, self.git, self.paths.root, head)
             guard = Guard.resume(self.git, self.paths.root, protected, head,
                                  self.paths.context_dir(flight.task_id, flight.attempt_id)
-                                 / "protected")
+                                 / "protected", outputs=ctx.state.gate_outputs)
             tree = await self.git.snapshot(exclude=RUNTIME)
             if not flight.staged:  # after staging, the gates ran on inputs put back already
                 base = WorkTree(head, tree.branch, (), "")  # everything differs from the start
@@ -570,24 +584,24 @@ class LoopService:
                 if changes:
                     counted = await put_back(guard, changes, emit, task_id=flight.task_id,
                                              attempt_id=flight.attempt_id)
-                    self._put_back_after_death = bool(counted)
+                    self._config_put_back |= any(c.path == CONFIG_FILE for c in counted)
                     if counted:
                         note_progress(self.paths.root / self.config.files.progress,
-                                      f"Ralph put back protected paths the agent changed in "
-                                      f"attempt {flight.attempt_id} of task {flight.task_id} "
-                                      f"(its process died): {describe(counted, limit=20)}.")
+                                      put_back_note(counted, flight.attempt_id,
+                                                    flight.task_id, " (its process died)"))
                     tree = await self.git.snapshot(exclude=RUNTIME)
             if not self.config.git.auto_commit:
                 return None
-            files = self.config.files
-            if flight.staged:  # the agent's work is in the index: the gates' outputs are not
-                paths = [f for f in (files.prd, files.progress)
-                         if (self.paths.root / f).exists()]
+            if flight.staged:  # the agent's work is in the index; what came since is the gates'
+                post = await self.git.snapshot(exclude=RUNTIME, untracked="normal")
+                remember_gate_outputs(ctx.state, *self._left_by_gates(post, until))
+                paths: list[str] = []
             else:
                 paths = [p for code, p in tree.changes
                          if not by_gates(code, p, tree.stamps.get(p, ""), ctx.state)
                          and not changed_after(self.paths.root / p, until)]
-            await self.git.stage(paths, exclude=RUNTIME)
+            await self.git.stage([*paths, *ralph_files(self.config, self.paths.root)],
+                                 exclude=RUNTIME)
             attempt = flight.attempt_id.rsplit("-", 1)[-1]
             return await self.git.commit_staged(attempt_message(
                 self.config, (flight.task_id, flight.task_title), flight.iteration, attempt,
@@ -597,15 +611,52 @@ class LoopService:
                         flight.iteration, exc)
             return None
 
+    def _left_by_gates(self, tree: WorkTree, until: int) -> tuple[list[str], dict[str, str]]:
+        """After the agent's work was staged, what else the dead iteration left in the tree
+        (by `until`) is what its gates made: untracked entries and unstaged changes."""
+        made: list[str] = []
+        changed: dict[str, str] = {}
+        for code, path in tree.changes:
+            if changed_after(self.paths.root / path.rstrip("/"), until):
+                continue
+            if code == "??":
+                made.append(path)
+            elif code[1:] != " " and path in tree.stamps:
+                changed[path] = tree.stamps[path].split(":", 1)[1]
+        return made, changed
+
+    async def _config_at(self, head: str | None) -> Config:
+        """ralph.toml as commit `head` has it (the configuration in force when a dead
+        iteration began); the loaded one if it cannot be read there."""
+        if head is None:
+            return self.config
+        text = await self.git.show_file(head, CONFIG_FILE)
+        if text is None:
+            return self.config
+        try:
+            return parse_config(text.decode("utf-8"), f"{CONFIG_FILE} at {head[:10]}")
+        except (ConfigError, UnicodeDecodeError):
+            return self.config
+
     def _last_sign_of_life(self, flight: InFlight) -> int:
-        """When the dead process was last seen working, as a file time in ns (with a second
-        of slack): the newest of its state.json, its log and its run's event stream."""
+        """When the dead process was last seen working, as a file time in ns: the newest of
+        its state.json (touched every second while a run lives, see `_heartbeat`), its log
+        and its run's event stream, plus slack for the heartbeat's period and the guard's
+        ending of what was left."""
         newest = 0
         for path in (self.paths.state, self.paths.log(flight.iteration),
                      stream_path(self.paths.store / "streams", run_stream(flight.run_id))):
             with contextlib.suppress(OSError):
                 newest = max(newest, path.stat().st_mtime_ns)
-        return newest + 1_000_000_000 if newest else time.time_ns()
+        return newest + LIFE_SLACK_NS if newest else time.time_ns()
+
+    async def _heartbeat(self) -> None:
+        """Touch state.json every HEARTBEAT_S while a run lives: a later start can then tell
+        what was written while this process lived (see `_last_sign_of_life`)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            with contextlib.suppress(OSError):
+                os.utime(self.paths.state)
 
     def _reopen_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink) -> None:
         """What the dead iteration's agent marked done was never verified: reopen it."""

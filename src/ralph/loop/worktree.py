@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from ralph.config import CONFIG_FILE, Config
 from ralph.git import Git, WorkTree
@@ -22,7 +23,6 @@ from ralph.loop.state import LoopState
 from ralph.tracker import Task
 
 MAX_GATE_OUTPUTS = 200  # entries kept in state.json (directories count as one)
-SHOWN_PATHS = 8  # paths listed in an error message
 
 
 def project_files(config: Config) -> set[str]:
@@ -34,14 +34,21 @@ def project_files(config: Config) -> set[str]:
     return {n for n in names if n}
 
 
+def ralph_files(config: Config, root: Path) -> list[str]:
+    """The files Ralph itself edits during an iteration (the tracker, progress.md) that
+    exist: staged with the iteration's commit."""
+    files = config.files
+    return [f for f in (files.prd, files.progress) if (root / f).exists()]
+
+
 def covered(path: str, outputs: Iterable[str]) -> bool:
     """`path` is one of the gate outputs, or inside one (a directory entry ends with `/`)."""
     return any(path == o or (o.endswith("/") and path.startswith(o)) for o in outputs)
 
 
 def _new_file(code: str) -> bool:
-    """Untracked, or added to the index but in no commit yet."""
-    return code in ("??", "A ")
+    """Untracked, or added to the index but in no commit yet (and maybe changed since)."""
+    return code == "??" or code.startswith("A")
 
 
 def _file_stamp(stamp: str) -> str:
@@ -52,7 +59,7 @@ def _file_stamp(stamp: str) -> str:
 def untracked_outputs(tree: WorkTree, outputs: Sequence[str]) -> list[str]:
     """The gates' earlier outputs in `tree`: never staged, even if an agent's `git add -A`
     staged them."""
-    return [p for code, p in tree.changes if _new_file(code) and covered(p, outputs)]
+    return [p for code, p in tree.changes if code.startswith("A") and covered(p, outputs)]
 
 
 def agent_paths(before: WorkTree, after: WorkTree, outputs: Sequence[str]) -> list[str]:
