@@ -3,7 +3,8 @@
 Topics: run.started, run.stopped, run.paused, run.resumed, iteration.started,
 iteration.finished, agent.started, agent.output, agent.usage, agent.finished,
 agent.rate_limited, gate.started, gate.finished, judge.finished, review.finished, task.done,
-task.reopened, task.blocked, loop.error. Faces map them to their wire names.
+task.reopened, task.blocked, task.unblocked, protected.reverted, loop.warning, loop.error.
+Faces map them to their wire names.
 """
 
 from __future__ import annotations

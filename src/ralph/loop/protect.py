@@ -4,13 +4,14 @@ An agent could make a gate pass by changing what the gate runs (the script it ca
 tests, a fixture) or by editing ralph.toml. After the agent and before the gates, whatever it
 changed under a protected path (modified, deleted or added) is put back to its content at
 the start of the iteration, and the attempt fails. Protected: ralph.toml, the PROMPT files,
-every tracked file or directory a gate command names on its command line, and the user's
+the tracked files a gate command names as what it runs (`gate_words`), and the user's
 `[gates] protected` globs.
 
 Patterns follow git's `:(glob)` pathspec rules (`*` and `?` stay within one directory, `**`
-crosses them), and a pattern naming a directory covers everything below it. Checking costs no
-git call in the usual iteration: only paths git status shows as changed are looked at, and
-git is asked about content only when one of them is protected or the agent committed.
+crosses them), and a pattern covers everything below what it names. When every pattern names
+a file, checking costs no git call: only paths git status shows as changed are looked at. A
+directory or wildcard pattern adds a listing of ignored entries before and after the agent;
+an agent that ran git adds a look at its commits and at index flags.
 """
 
 from __future__ import annotations
