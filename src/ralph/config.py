@@ -126,6 +126,17 @@ class LoopConfig(_Section):
     """Character budget of a prompt; the oldest progress notes are dropped first."""
     progress_tail_chars: int = Field(default=8000, ge=0)
     """At most this many characters from the end of the progress file go into a prompt."""
+    notes_chars: int = Field(default=4000, ge=0)
+    """At most this many characters of the session notes (`ralph notes`) go into a prompt,
+    newest first."""
+    silence_warning_seconds: int = Field(default=120, ge=0)
+    """An agent silent this long gets a warning, repeated with back-off; 0 = never."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """A run stops (reason `budget`) once its agents cost this much in USD, after the
+    iteration in flight; unset = no limit."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """A run stops (reason `budget`) once its agents used this many tokens (input and
+    output), after the iteration in flight; unset = no limit."""
 
 
 class AgentConfig(_Section):

@@ -48,7 +48,8 @@ def test_defaults_match_the_documented_values() -> None:
         "max_iterations": 20, "no_progress_limit": 3, "max_attempts_per_task": 3,
         "rate_limit_per_hour": 0, "rate_limit_max_wait_seconds": 3600,
         "rate_limit_max_retries": 10, "agent_timeout_seconds": 1800, "default_agent": "codex",
-        "context_chars": 60000, "progress_tail_chars": 8000}
+        "context_chars": 60000, "progress_tail_chars": 8000, "notes_chars": 4000,
+        "silence_warning_seconds": 120, "max_cost_usd": None, "max_tokens": None}
     assert config.agents == {}
     assert config.gates == GatesConfig(commands=[], timeout_seconds=900)
     assert config.judge == JudgeConfig(enabled=False, agent=None, prompt=None)

@@ -35,6 +35,7 @@ from ralph.loop.protect import Change, Guard, describe, put_back, put_back_note
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
 from ralph.loop.status import stale_blocks
+from ralph.loop.usage import RunSpend, SpendByAgent
 from ralph.loop.worktree import (
     agent_paths,
     attempt_message,
@@ -55,6 +56,11 @@ RUNTIME = list(RUNTIME_PATHS)
 DIFF_CHARS = 100_000  # the diff shown to the judge and the reviewer
 # Agent run outcomes no retry can fix: the run stops instead of spending attempts on them.
 UNUSABLE = ("auth_error", "config_error")
+
+
+def every_task(n: int) -> str:
+    """"the task is" / "all 3 tasks are", for messages about every task."""
+    return "the only task is" if n == 1 else f"all {n} tasks are"
 
 
 def now_ts() -> str:
@@ -82,7 +88,7 @@ class LoopContext:
 def nothing_to_do(tasks: list[Task]) -> NothingToDo:
     done = sum(t.status == "done" for t in tasks)
     if done == len(tasks):
-        return NothingToDo(f"nothing to do: all {done} tasks are done", complete=True)
+        return NothingToDo(f"nothing to do: {every_task(done)} done", complete=True)
     blocked = [t.id for t in tasks if t.status == "blocked"]
     return NothingToDo(f"no task is ready: {done} of {len(tasks)} done; blocked: "
                        f"{', '.join(blocked) or 'none'}; the rest wait on them", complete=False)
@@ -199,7 +205,7 @@ class Iteration:
         prompt_file = rec.context_dir / "prompt.md"
         atomic_write_text(prompt_file, prompt, durable=False)
         rec.log_path = paths.log(rec.iteration)
-        outcome = await self._agent(prompt, prompt_file, rec.log_path, "agent")
+        outcome = await self._agent(prompt, prompt_file, rec.log_path, "agent", rec.spend)
         rec.outcome = outcome
         rec.exit_signal = outcome.exit_signal
         rec.return_code = outcome.exit_code
@@ -219,9 +225,10 @@ class Iteration:
     # -- the agent --------------------------------------------------------------------------
 
     async def _agent(self, prompt: str, prompt_file: Path, log_path: Path,
-                     role: str) -> AgentOutcome:
+                     role: str, spend: SpendByAgent | None = None) -> AgentOutcome:
         """Run the agent, waiting out rate limits (which count as neither failure nor
-        attempt): the hourly cap first, then backoff or the CLI's reset time."""
+        attempt): the hourly cap first, then backoff or the CLI's reset time. What each
+        run used is added to `spend`."""
         loop_cfg = self.ctx.config.loop
         retries = 0
         while True:
@@ -232,6 +239,8 @@ class Iteration:
                                       prompt_file=prompt_file, log_path=log_path,
                                       emit=self._role_emit(role), on_start=self._started,
                                       attach=self._attach())
+            if spend is not None and outcome.usage is not None:
+                spend.add_usage(self.agent.name, outcome.usage)
             if outcome.status in UNUSABLE:
                 raise AgentUnusable(unusable_message(self.agent, outcome), outcome)
             if outcome.status != "rate_limited":
@@ -333,7 +342,7 @@ class Iteration:
         checker = ctx.config.agent(section.agent) if section.agent else self.agent
         runner = Iteration(ctx, run_id=self.run_id, agent=checker, emit=self.emit)
         outcome = await runner._agent(prompt, prompt_file, ctx.paths.log(rec.iteration, f".{role}"),
-                                      role)
+                                      role, rec.spend)
         result = judge_verdict(outcome) if role == "judge" else review_verdict(outcome)
         self.emit(f"{role}.finished", {"ok": result.ok, "reason": result.reason,
                                        "agent": checker.name, "exit_code": outcome.exit_code})
@@ -573,7 +582,8 @@ class Iteration:
             status=rec.status, verified=rec.verified, reason=rec.reason,
             agent_status=rec.outcome.status if rec.outcome else None, commit=rec.commit,
             started_at=rec.started, finished_at=finished,
-            duration_seconds=round(time.monotonic() - clock, 3))
+            duration_seconds=round(time.monotonic() - clock, 3),
+            **rec.spend_fields())
         body = result.model_dump(mode="json")
         body["gates"] = [r.to_dict() for r in rec.receipts]
         attempt_file = paths.attempt_file(rec.task.id, rec.attempt_id)
@@ -586,8 +596,19 @@ class Iteration:
         self.emit("iteration.finished", result.model_dump(mode="json"))
         ctx.state.in_flight = None
         ctx.state.last = last_iteration(result)
+        count_spend(ctx.state, self.run_id, rec.spend)
         ctx.save()
         return result
+
+
+def count_spend(state: LoopState, run_id: str, spend: SpendByAgent) -> None:
+    """Add an iteration's spend to its run's and to all runs' (state.json: bounded)."""
+    run = state.spend_last_run
+    if run is None or run.run_id != run_id:
+        run = state.spend_last_run = RunSpend(run_id=run_id)
+    for into in (run, state.spend_all):
+        into.add(spend)
+        into.iterations += 1
 
 
 def newly_done(tasks: list[Task], known: set[str]) -> list[Task]:
@@ -655,6 +676,16 @@ class _Record:
     done_before: set[str] = field(default_factory=set)  # tasks marked done at the start
     commit: str | None = None
     repo_clean: bool = False
+    spend: SpendByAgent = field(default_factory=SpendByAgent)  # the agents' tokens and cost
+
+    def spend_fields(self) -> dict[str, Any]:
+        """The step result's usage fields: None where no agent run reported usage."""
+        total = self.spend.total
+        used = total.agent_runs > 0
+        return {"tokens_in": total.tokens_in if used else None,
+                "tokens_out": total.tokens_out if used else None,
+                "cost_usd": total.cost_usd,
+                "usage": {name: spend.model_dump() for name, spend in self.spend.agents.items()}}
 
 
 class _Tagged:

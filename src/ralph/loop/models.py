@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from ralph.loop.usage import RunSpend, Spend
 
 IterationStatus = Literal[
     "done",  # the task was verified done
@@ -15,7 +17,7 @@ IterationStatus = Literal[
     "interrupted",  # the orchestrator died during it (found and recorded afterwards)
     "error",  # the orchestrator could not go on (a missing prompt file, a git failure)
 ]
-StopReason = Literal["complete", "no_progress", "max_iterations", "stopped", "error"]
+StopReason = Literal["complete", "no_progress", "max_iterations", "stopped", "error", "budget"]
 
 
 class StepFields(BaseModel):
@@ -55,6 +57,12 @@ class StepResult(StepFields):
     started_at: str
     finished_at: str
     duration_seconds: float
+    # What the iteration's agents used (the worker, a judge, a reviewer): None where no
+    # agent run reported it; `usage` per agent name.
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: float | None = None
+    usage: dict[str, Spend] = Field(default_factory=dict)
 
 
 class LastIteration(BaseModel):
@@ -74,12 +82,21 @@ class LastIteration(BaseModel):
 
 
 class RunOutcome(BaseModel):
+    """How a run ended, with the figures of its summary."""
+
     run_id: str
     reason: StopReason
     message: str
     iterations: int
     done: int
     total: int
+    blocked: int = 0
+    open: int = 0  # neither done nor blocked
+    duration_seconds: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None  # None: no agent run reported a cost
+    agents: dict[str, Spend] = Field(default_factory=dict)  # spend per agent name
 
 
 class NextTask(BaseModel):
@@ -112,9 +129,18 @@ class StatusFields(BaseModel):
     last: LastIteration | None
 
 
+class Cost(BaseModel):
+    """`status.cost`: tokens and USD of the last run (the active one while it runs) and of
+    all runs, from state.json."""
+
+    last_run: RunSpend | None
+    all_runs: RunSpend
+
+
 class StatusReport(StatusFields):
     """`ralph status` and the bridge's `status`: bounded work, whatever the history."""
 
     blocked: list[BlockedTask]
     iterations: int
     no_progress_streak: int
+    cost: Cost

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from ralph.loop.iteration import (
     RUNTIME,
     Iteration,
     LoopContext,
+    every_task,
     last_iteration,
     newly_done,
     note_progress,
@@ -49,6 +51,7 @@ from ralph.loop.models import (
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.protect import Guard, changed_after, protected_for, put_back, put_back_note
 from ralph.loop.ratelimit import HOUR_S
+from ralph.loop.usage import RunSpend, budget_reached
 from ralph.loop.state import (
     ActiveRun,
     InFlight,
@@ -69,7 +72,7 @@ from ralph.proc import group_alive, kill_group, kill_owned, owner_id
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
 from ralph.store.streams import stream_path
-from ralph.tracker import next_task
+from ralph.tracker import Task, next_task
 
 T = TypeVar("T")
 log = logging.getLogger("ralph.loop")
@@ -82,6 +85,17 @@ HEARTBEAT_S = 1.0
 LIFE_SLACK_NS = 3_000_000_000
 NO_GATES_WARNING = ("no gates are configured ([gates] commands in ralph.toml): a ticked box "
                     "is then the only evidence that a task is done")
+
+
+def seconds_since(ts: str | None) -> float:
+    """Seconds from a recorded UTC timestamp to now (0 if there is none or it is odd)."""
+    if not ts:
+        return 0.0
+    try:
+        then = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max(0.0, (datetime.now(UTC) - then).total_seconds())
 
 
 def new_run_id() -> str:
@@ -157,13 +171,17 @@ class LoopService:
                    allow_dirty: bool = False) -> StepResult:
         """Run exactly one iteration with a fresh agent."""
         run_id = new_run_id()
+        clock = time.monotonic()
         async with self._session(run_id, agent, 1, "step",
                                  TreePolicy(require_clean, allow_dirty)) as (ctx, resolved):
             emit = EventSink(self.store, run_id, self.observer)
             result = await self._iterate(ctx, run_id, resolved, emit)
             done, total = self._progress(ctx)
-            self._finish_run(ctx, emit, "complete" if done == total else "max_iterations",
-                             "one step", 1)
+            reason: StopReason = "complete" if done == total else "max_iterations"
+            message = ("every task is verified done" if reason == "complete"
+                       else "a step runs one iteration")
+            self._finish_run(ctx, emit, reason, message, 1,
+                             self._outcome(ctx, run_id, reason, message, 1, clock))
             return result
 
     async def run(self, agent: str | None = None, max_iterations: int | None = None, *,
@@ -277,15 +295,15 @@ class LoopService:
         limit = max_iterations if max_iterations is not None else self.config.loop.max_iterations
         if limit < 1:
             raise LoopError("max iterations must be at least 1")
+        clock = time.monotonic()
         try:
             async with self._session(run_id, agent, limit, "run", policy,
                                      reserved=reserved) as (ctx, resolved):
                 emit = EventSink(self.store, run_id, self.observer)
                 reason, message, count = await self._loop(ctx, run_id, resolved, emit, limit)
-                done, total = self._progress(ctx)
-                self._finish_run(ctx, emit, reason, message, count)
-                return RunOutcome(run_id=run_id, reason=reason, message=message,
-                                  iterations=count, done=done, total=total)
+                outcome = self._outcome(ctx, run_id, reason, message, count, clock)
+                self._finish_run(ctx, emit, reason, message, count, outcome)
+                return outcome
         finally:
             if reserved and self._active_run_id == run_id:
                 self._active_run_id = None
@@ -310,7 +328,7 @@ class LoopService:
                         return "stopped", "stopped on request", count
                     raise
                 if ok:
-                    return "complete", f"all {len(tasks)} tasks are verified done", count
+                    return "complete", f"{every_task(len(tasks))} verified done", count
                 return "error", why, count
             if next_task(tasks) is None:
                 return ("no_progress", "no task can move: every remaining task is blocked or "
@@ -330,6 +348,9 @@ class LoopService:
                 return "error", str(exc), count + 1
             count += 1
             last_verified = result.verified
+            over = self._over_budget(ctx, run_id)
+            if over is not None:
+                return "budget", over, count
             if ctx.state.no_progress_streak >= self.config.loop.no_progress_limit:
                 return ("no_progress", f"no progress in {ctx.state.no_progress_streak} "
                         "iterations in a row", count)
@@ -421,7 +442,8 @@ class LoopService:
                 yield ctx, resolved
             except BaseException as exc:
                 if state.active_run is not None:  # ended by an error, not by _finish_run
-                    message = "stopped" if isinstance(exc, asyncio.CancelledError) else str(exc)
+                    message = ("stopped on request" if isinstance(exc, asyncio.CancelledError)
+                               else str(exc))
                     reason: StopReason
                     if isinstance(exc, NothingToDo):  # not an error: there was nothing to do
                         reason = "complete" if exc.complete else "no_progress"
@@ -455,19 +477,58 @@ class LoopService:
         return server
 
     def _finish_run(self, ctx: LoopContext, emit: EventSink, reason: StopReason, message: str,
-                    iterations: int | None) -> None:
-        done, total = self._progress(ctx)
+                    iterations: int | None, outcome: RunOutcome | None = None) -> None:
+        """Record the run's end: state.json, then `run.stopped` with the summary's figures."""
         mode = ctx.state.active_run.mode if ctx.state.active_run is not None else "run"
+        if outcome is None:
+            started = ctx.state.active_run.started_at if ctx.state.active_run else None
+            outcome = self._outcome(ctx, emit.run_id, reason, message, iterations or 0, None,
+                                    started_at=started)
         ctx.state.active_run = None
         ctx.save()
+        figures = outcome.model_dump(mode="json", exclude={"run_id", "reason", "message",
+                                                           "iterations"})
         emit("run.stopped", {"reason": reason, "message": message, "iterations": iterations,
-                             "done": done, "total": total, "mode": mode})
+                             **figures, "mode": mode})
+
+    def _outcome(self, ctx: LoopContext, run_id: str, reason: StopReason, message: str,
+                 count: int, clock: float | None, *, started_at: str | None = None
+                 ) -> RunOutcome:
+        """The run's summary: tasks done, blocked and open, its duration, and what its
+        agents used (from state.json's record of this run)."""
+        tasks = self._tasks(ctx)
+        spend = ctx.state.spend_last_run
+        if spend is None or spend.run_id != run_id:
+            spend = RunSpend(run_id=run_id)
+        if clock is not None:
+            duration = time.monotonic() - clock
+        else:
+            duration = seconds_since(started_at)
+        return RunOutcome(
+            run_id=run_id, reason=reason, message=message, iterations=count,
+            done=sum(t.status == "done" for t in tasks), total=len(tasks),
+            blocked=sum(t.status == "blocked" for t in tasks),
+            open=sum(t.status not in ("done", "blocked") for t in tasks),
+            duration_seconds=round(duration, 3), tokens_in=spend.total.tokens_in,
+            tokens_out=spend.total.tokens_out, cost_usd=spend.total.cost_usd,
+            agents=spend.agents)
+
+    def _over_budget(self, ctx: LoopContext, run_id: str) -> str | None:
+        """Why the run must stop for its budget (loop.max_cost_usd, loop.max_tokens)."""
+        spend = ctx.state.spend_last_run
+        if spend is None or spend.run_id != run_id:
+            return None
+        return budget_reached(spend.total, max_cost_usd=self.config.loop.max_cost_usd,
+                              max_tokens=self.config.loop.max_tokens)
+
+    def _tasks(self, ctx: LoopContext) -> list[Task]:
+        try:
+            return ctx.tracker().load()
+        except Exception:  # the tracker's own error was already reported where it occurred
+            return []
 
     def _progress(self, ctx: LoopContext) -> tuple[int, int]:
-        try:
-            tasks = ctx.tracker().load()
-        except Exception:  # the tracker's own error was already reported where it occurred
-            return 0, 0
+        tasks = self._tasks(ctx)
         return sum(t.status == "done" for t in tasks), len(tasks)
 
     async def _preflight(self, ctx: LoopContext, agent: str | None, policy: TreePolicy, *,

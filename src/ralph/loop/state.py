@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_bytes
 from ralph.loop.models import LastIteration
+from ralph.loop.usage import RunSpend
 
 log = logging.getLogger("ralph.loop")
 
@@ -89,6 +90,9 @@ class LoopState(BaseModel):
     # Tracked files the gates changed, with their `size:mtime` then: as long as they stay so,
     # they are the gates' doing, not the user's changes. Bounded.
     gate_changed: dict[str, str] = Field(default_factory=dict)
+    # Tokens and cost: of the last run (the active one while it runs), and of all runs.
+    spend_last_run: RunSpend | None = None
+    spend_all: RunSpend = Field(default_factory=RunSpend)
 
     def task(self, task_id: str) -> TaskState:
         return self.tasks.setdefault(task_id, TaskState())

@@ -7,7 +7,7 @@ from ralph import __version__
 from ralph.config import Config
 from ralph.fsutil import file_signature
 from ralph.loop.lock import ProjectLock
-from ralph.loop.models import BlockedTask, LastIteration, NextTask, StatusReport
+from ralph.loop.models import BlockedTask, Cost, LastIteration, NextTask, StatusReport
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.state import LoopState, load_state, owner_died
 from ralph.tracker import Task, next_task, open_tracker
@@ -90,4 +90,5 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
         running=running, paused=paused or bool(active and active.paused),
         activeRunId=active_run_id or (active.run_id if active else None),
         last=last, blocked=blocked, iterations=state.iteration_count,
-        no_progress_streak=state.no_progress_streak)
+        no_progress_streak=state.no_progress_streak,
+        cost=Cost(last_run=state.spend_last_run, all_runs=state.spend_all))

@@ -172,10 +172,18 @@ def _tick(prd: Path, task_id: str) -> None:
         for story in body["stories"]:
             if str(story["id"]) == task_id:
                 story["passes"] = True
-        prd.write_text(json.dumps(body, indent=2) + "\n")
+        _replace(prd, json.dumps(body, indent=2) + "\n")
         return
     pattern = re.compile(rf"^(\s*[-*] )\[[ ~-]\]( {re.escape(task_id)}[.:] )", re.MULTILINE)
-    prd.write_text(pattern.sub(r"\1[x]\2", prd.read_text(), count=1))
+    _replace(prd, pattern.sub(r"\1[x]\2", prd.read_text(), count=1))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write the whole file at once, as editors do: tests kill this agent at any moment
+    (a kill between `write_text`'s truncation and its write left an empty PRD)."""
+    tmp = path.with_name(f".{path.name}.fake-agent-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
