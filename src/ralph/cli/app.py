@@ -7,7 +7,16 @@ from typing import Annotated
 import typer
 
 from ralph import __version__
-from ralph.cli import bridge_cmd, demo, doctor_cmd, init_cmd, loop_cmd, notes_cmd, store_cmd
+from ralph.cli import (
+    bridge_cmd,
+    demo,
+    doctor_cmd,
+    init_cmd,
+    loop_cmd,
+    notes_cmd,
+    store_cmd,
+    tasks_cmd,
+)
 
 app = typer.Typer(
     name="ralph",
@@ -24,6 +33,7 @@ app.command(name="init")(init_cmd.init)
 app.command(name="step")(loop_cmd.step)
 app.command(name="run")(loop_cmd.run)
 app.command(name="status")(loop_cmd.status)
+app.command(name="tasks")(tasks_cmd.tasks)
 app.command(name="doctor")(doctor_cmd.doctor)
 app.command(name="bridge")(bridge_cmd.bridge)
 
