@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ralph.cli.output import error_line, exit_text, write_json
+from ralph.cli.output import error_line, exit_text, terminal_safe, write_json
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
@@ -206,7 +206,9 @@ def print_status(report: StatusReport) -> None:
     run = f" ({report.activeRunId})" if report.activeRunId else ""
     out.print(f"[bold]{escape(report.prd)}[/bold]: {report.done}/{report.total} tasks done; "
               f"loop {state}{run}")
-    if report.next is not None:
+    if report.prd_error is not None:
+        out.print(f"[red]the PRD cannot be read[/red]: {escape(terminal_safe(report.prd_error))}")
+    elif report.next is not None:
         out.print(f"next: task {escape(report.next.task_id)}: {escape(report.next.title)} "
                   f"({report.next.kind})")
     elif report.done == report.total:

@@ -118,3 +118,6 @@ class StatusReport(StatusFields):
     blocked: list[BlockedTask]
     iterations: int
     no_progress_streak: int
+    # Why the PRD could not be read (missing, no tasks, a syntax error), on one line: the
+    # report then counts no task (`total` 0, `next` null) instead of failing.
+    prd_error: str | None = None
