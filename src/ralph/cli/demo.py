@@ -164,7 +164,8 @@ def _git(root: Path, *args: str) -> None:
 
 def demo(
     directory: Annotated[Path | None, typer.Option(
-        "--dir", help="Where to create the scratch project (default: a new temp dir).")] = None,
+        "--dir", metavar="PATH",
+        help="Where to create the scratch project (default: a new temp dir).")] = None,
     cleanup: Annotated[bool, typer.Option(
         "--cleanup", help="Remove the scratch project afterwards.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
