@@ -61,7 +61,7 @@ def list_(
 
 
 def print_notes(notes: list[Note], console: Console | None = None) -> None:
-    """Notes grouped by type, the way the ralph.nu spec aggregates them for display."""
+    """Notes grouped by type, in the order of the types."""
     out = console or Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
     if not notes:
         out.print("no notes")
