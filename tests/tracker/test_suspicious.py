@@ -142,6 +142,9 @@ def test_describe_is_one_line_naming_file_line_text_and_reason() -> None:
     found = SuspiciousLine(3, "  1. [ ] Add login", "a reason")
     assert found.describe("PRD.md") == (
         'PRD.md:3: "1. [ ] Add login" is not read as a task: a reason')
+    raw = SuspiciousLine(4, "1. [ ] \x1b[31mred\tx", "under '## \x07'")
+    assert raw.describe("PRD.md") == (
+        'PRD.md:4: "1. [ ] \\x1b[31mred x" is not read as a task: under \'## \\x07\'')
     long = SuspiciousLine(9, "1. [ ] " + "x" * 100, "why")
     shown = long.describe("PRD.md").split('"')[1]
     assert len(shown) == 60 and shown.endswith("…")

@@ -36,6 +36,7 @@ _LOOKALIKE = re.compile(
     r"\[(?P<inner>\s*[xX~-]?\s*)\](?P<after>.?)"
 )
 _COMMENT = re.compile(r"<!--|-->")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SHOWN_CHARS = 60
 
 
@@ -48,11 +49,15 @@ class SuspiciousLine:
     reason: str  # why it is not a task, and how to write it so that it is
 
     def describe(self, source: str) -> str:
-        """One line for a warning: `PRD.md:3: "1. [ ] Title" is not read as a task: why`."""
+        """One line for a warning: `PRD.md:3: "1. [ ] Title" is not read as a task: why`,
+        with control characters shown as `\\xNN` (the file's text must not drive a
+        terminal)."""
         shown = self.text.strip()
         if len(shown) > _SHOWN_CHARS:
             shown = shown[: _SHOWN_CHARS - 1] + "…"
-        return f'{source}:{self.line}: "{shown}" is not read as a task: {self.reason}'
+        line = f'{source}:{self.line}: "{shown}" is not read as a task: {self.reason}'
+        return _CONTROLS.sub(lambda m: " " if m.group() == "\t" else f"\\x{ord(m.group()):02x}",
+                             line)
 
 
 def suspicious_lines(path: Path) -> list[SuspiciousLine]:
