@@ -50,8 +50,11 @@ class Checkout:
     def make(self, target: str) -> list[str]:
         """Run `make target`; the stand-ins' calls it made."""
         self.log.write_text("")
+        # Not the flags of a `make test` this may run under (-j's jobserver, -n, ...).
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS",
+                                                                  "MAKELEVEL")}
         done = subprocess.run(["make", "--no-print-directory", target], cwd=self.root,
-                              capture_output=True, text=True, timeout=60,
+                              capture_output=True, text=True, timeout=60, env=env,
                               stdin=subprocess.DEVNULL, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
         return [line.rstrip() for line in self.log.read_text().splitlines()]
