@@ -2,7 +2,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Ralph alone (what `make demo` needs), and Ralph with its dev tools (tests, linters): the dev
+# install marks the runtime one done too, so `make demo` after `make test` installs nothing.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+DEV_STAMP := $(VENV)/.installed-dev
 # The real agent CLIs the end-to-end adapter tests run (pinned in tests/agents/package.json).
 AGENT_CLIS := tests/agents/node_modules/.installed
 
@@ -13,30 +16,34 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "error: $(PYTHON) is older than 3.11" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(RUNTIME_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	@touch $(RUNTIME_STAMP)
+
+$(DEV_STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(DEV_STAMP) $(RUNTIME_STAMP)
 
 $(AGENT_CLIS): tests/agents/package.json tests/agents/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: the agent end-to-end tests need Node.js 20+ and npm to install the pinned agent CLIs (tests/agents/package.json)" >&2; exit 1; }
 	cd tests/agents && npm install --no-audit --no-fund --loglevel=error
 	@touch $(AGENT_CLIS)
 
-test: $(STAMP) $(AGENT_CLIS) lint typecheck unit
+test: $(DEV_STAMP) $(AGENT_CLIS) lint typecheck unit
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(AGENT_CLIS)
+unit: $(DEV_STAMP) $(AGENT_CLIS)
 	$(BIN)/pytest -q
 
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	$(BIN)/ralph demo
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/store_bench.py
 	$(BIN)/python benchmarks/loop_bench.py
 	$(BIN)/python benchmarks/adapter_bench.py

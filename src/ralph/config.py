@@ -157,7 +157,7 @@ class AgentConfig(_Section):
     """Overrides loop.agent_timeout_seconds for this agent."""
     server: bool = False
     """opencode only: start `opencode serve` once per run and attach every iteration to it
-    (`opencode run --attach`), as the ralph.nu spec does."""
+    (`opencode run --attach`)."""
     port: int = Field(default=0, ge=0, le=65535)
     """The port of that server; 0 = a free port."""
 

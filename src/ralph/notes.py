@@ -1,8 +1,9 @@
-"""Notes: the session notes of the ralph.nu spec, a projection over `ralph.<name>.note` frames.
+"""Notes: session notes (completed, in_progress, blocked, remaining, learning, decision), a
+projection over `ralph.<name>.note` frames.
 
 A note is a frame on topic `ralph.<session>.note` in stream `sessions/<session>`, with meta
 `{"type": ..., "iteration": N}` (iteration left out when not given) and its text in the
-content store, exactly as the spec's `xs append` examples write them.
+content store, so that any store client (`ralph store append`) can write one.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def list_notes(store: Store, *, note_type: str | None = None,
 
 
 def group_by_type(notes: list[Note]) -> dict[str, list[Note]]:
-    """Notes grouped by type, in the spec's order of types."""
+    """Notes grouped by type, in the order of NOTE_TYPES."""
     groups: dict[str, list[Note]] = {t: [] for t in NOTE_TYPES}
     for note in notes:
         groups.setdefault(note.type, []).append(note)

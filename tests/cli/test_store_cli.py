@@ -413,6 +413,15 @@ def test_gc_dry_run_removes_nothing(cli: Cli, cli_store: Path,
         assert cli("store", "cas", frame["hash"], "--store", str(cli_store)).code == 0
 
 
+def test_gc_dry_run_reports_the_bytes_gc_frees(cli: Cli, cli_store: Path,
+                                               gc_frames: list[dict[str, Any]]) -> None:
+    planned = gc(cli, cli_store, "--policy", "t=last:2", "--dry-run")
+    done = gc(cli, cli_store, "--policy", "t=last:2")
+    assert planned["bytes_freed"] == done["bytes_freed"] > 0
+    assert {k: v for k, v in planned.items() if k != "dry_run"} == {
+        k: v for k, v in done.items() if k != "dry_run"}
+
+
 def test_gc_last_n_removes_older_frames_and_their_content(
         cli: Cli, cli_store: Path, gc_frames: list[dict[str, Any]]) -> None:
     report = gc(cli, cli_store, "--policy", "t=last:2")

@@ -255,6 +255,7 @@ class Case:
     args: tuple[str, ...] = ()
     commands: tuple[str, ...] = ("step", "run")
     status_fails: bool = False  # `ralph status` meets the same problem
+    prd_error: bool = False  # `ralph status` reports it as its prd_error (exit 0)
     midway: bool = False  # met inside an iteration, after it started: run with --quiet
     code: int = 2
 
@@ -286,17 +287,17 @@ CASES = [
         lambda p: toml_with(p, loop='default_agent = "nope"\n'),
         'default_agent = "nope"', "loop.default_agent", "nope"), status_fails=True),
     Case("prd-without-tasks", prd_case("# Project\n\n## Tasks\n\n", "PRD.md", "no tasks"),
-         status_fails=True),
+         prd_error=True),
     Case("prd-without-tasks-section", prd_case("# Project\n\nJust prose.\n", "PRD.md",
-                                               "no tasks"), status_fails=True),
-    Case("missing-prd", missing_prd, status_fails=True),
+                                               "no tasks"), prd_error=True),
+    Case("missing-prd", missing_prd, prd_error=True),
     Case("dependency-cycle", prd_case(
         "# P\n\n## Tasks\n\n- [ ] 1. A\n  - Depends on: 3\n- [ ] 2. B\n  - Depends on: 1\n"
         "- [ ] 3. C\n  - Depends on: 2\n", "PRD.md", "dependency cycle", "1 -> 3 -> 2 -> 1"),
-        status_fails=True),
+        prd_error=True),
     Case("unknown-dependency", prd_case(
         "# P\n\n## Tasks\n\n- [ ] 1. A\n  - Depends on: 9\n", "PRD.md", "unknown task '9'"),
-        status_fails=True),
+        prd_error=True),
     Case("unknown-agent", no_words("unknown agent 'nope'", "[agents.nope]"),
          args=("--agent", "nope")),
     Case("agent-binary-not-on-path", agent_binary_missing, args=("--agent", "x")),
@@ -354,6 +355,24 @@ def test_bad_input_status(project: Project, case: Case) -> None:
     before = snapshot(project)
     assert_one_error(ralph(project, "status"), *words, code=1)
     assert_one_error(ralph(project, "status", "--json"), *words, code=1)
+    assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.prd_error], ids=lambda c: c.id)
+def test_bad_prd_status(project: Project, case: Case) -> None:
+    """An editor opens any folder: status answers, with no task and the PRD's problem."""
+    words, _restore = case.setup(project)
+    before = snapshot(project)
+    result = ralph(project, "status", "--json")
+    assert result.code == 0 and result.err == "", result
+    body = result.json()
+    assert (body["done"], body["total"], body["next"], body["blocked"]) == (0, 0, None, [])
+    assert "\n" not in body["prd_error"]
+    for word in words:
+        assert word.lower() in body["prd_error"].lower(), (word, body["prd_error"])
+    text = ralph(project, "status")
+    assert text.code == 0 and text.err == "", text
+    assert text.out.splitlines()[1] == f"the PRD cannot be read: {body['prd_error']}"
     assert snapshot(project) == before
 
 

@@ -73,6 +73,16 @@ MARKDOWN = [
         "## Tasks\n- [ ] 1. a\n- [?] 2. b\n",
         "{p}:3: unknown task marker '[?]'; use [ ], [x], [~] or [-]",
     ),
+    md(
+        "invisible-marker",
+        "## Tasks\n- [\u00a0] 1. a\n",
+        "{p}:2: unknown task marker '[U+00A0]'; use [ ], [x], [~] or [-]",
+    ),
+    md(
+        "tab-marker",
+        "## Tasks\n- [ ] 1. a\n- [\t] 2. b\n",
+        "{p}:3: unknown task marker '[U+0009]'; use [ ], [x], [~] or [-]",
+    ),
     md("no-title", "## Tasks\n- [ ]\n", "{p}:2: task has no title"),
     md("id-without-title", "## Tasks\n- [ ] 1. a\n- [x] 2.   \n", "{p}:3: task has no title"),
     md(

@@ -1,5 +1,5 @@
-"""The bridge protocol's params, results and events, field for field as
-../shared/seeds/vscode-bridge-protocol.md writes them (snake_case where it does, camelCase
+"""The bridge protocol's params, results and events, field for field as the protocol
+(vscode-bridge-protocol v1) names them (snake_case where it does, camelCase
 where it does). Params forbid unknown fields: a misspelt parameter is an error, not ignored."""
 
 from __future__ import annotations

@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from ralph import __version__
-from ralph.cli import bridge_cmd, demo, doctor_cmd, init_cmd, loop_cmd, notes_cmd, store_cmd
+from ralph.cli import (
+    bridge_cmd,
+    demo,
+    doctor_cmd,
+    init_cmd,
+    loop_cmd,
+    notes_cmd,
+    store_cmd,
+    tasks_cmd,
+)
+from ralph.cli.helpfmt import HelpCommand
 
 app = typer.Typer(
     name="ralph",
@@ -19,13 +29,14 @@ app = typer.Typer(
 )
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(notes_cmd.app, name="notes")
-app.command(name="demo")(demo.demo)
-app.command(name="init")(init_cmd.init)
-app.command(name="step")(loop_cmd.step)
-app.command(name="run")(loop_cmd.run)
-app.command(name="status")(loop_cmd.status)
-app.command(name="doctor")(doctor_cmd.doctor)
-app.command(name="bridge")(bridge_cmd.bridge)
+app.command(name="demo", cls=HelpCommand)(demo.demo)
+app.command(name="init", cls=HelpCommand)(init_cmd.init)
+app.command(name="step", cls=HelpCommand)(loop_cmd.step)
+app.command(name="run", cls=HelpCommand)(loop_cmd.run)
+app.command(name="status", cls=HelpCommand)(loop_cmd.status)
+app.command(name="tasks", cls=HelpCommand)(tasks_cmd.tasks)
+app.command(name="doctor", cls=HelpCommand)(doctor_cmd.doctor)
+app.command(name="bridge", cls=HelpCommand)(bridge_cmd.bridge)
 
 
 def _show_version(value: bool) -> None:

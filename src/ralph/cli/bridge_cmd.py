@@ -13,7 +13,8 @@ from ralph.project import find_project_root
 
 def bridge(openrpc: Annotated[bool, typer.Option(
         "--openrpc", help="Print the OpenRPC document of the bridge and exit.")] = False) -> None:
-    """Serve the bridge protocol on stdin/stdout in the project root (docs/protocols/bridge.md)."""
+    """Serve the editor bridge on stdin/stdout for the project here: the bridge protocol
+    (vscode-bridge-protocol v1), JSON-RPC 2.0 with one message per line."""
     from ralph.bridge.methods import build_registry
     from ralph.bridge.server import serve_stdio
     from ralph.config import load_config

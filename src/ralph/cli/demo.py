@@ -120,11 +120,13 @@ REPLAY_NOTE = ("agent: [bold]replay[/bold], Ralph's built-in deterministic repla
 
 
 def gate_command() -> str:
-    """The project's test suite: pytest when it is installed, else the stdlib's unittest."""
+    """The project's test suite: pytest when it is installed, else the stdlib's unittest
+    (`make demo` installs Ralph without its dev tools). Neither names the tests' directory:
+    a gate's test paths are protected, and the replay agent adds a test with each task."""
     python = sys.executable
     if importlib.util.find_spec("pytest") is not None:
         return f"{python} -m pytest -q -p no:cacheprovider"
-    return f"{python} -m unittest discover -s tests -q"
+    return f"{python} -m unittest -q"
 
 
 def create_project(root: Path, plan_path: Path) -> None:
@@ -162,7 +164,8 @@ def _git(root: Path, *args: str) -> None:
 
 def demo(
     directory: Annotated[Path | None, typer.Option(
-        "--dir", help="Where to create the scratch project (default: a new temp dir).")] = None,
+        "--dir", metavar="PATH",
+        help="Where to create the scratch project (default: a new temp dir).")] = None,
     cleanup: Annotated[bool, typer.Option(
         "--cleanup", help="Remove the scratch project afterwards.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,

@@ -45,7 +45,8 @@ def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
                           f"{escape(', '.join(r.env) or '-')}")
         if not any(r.adapter == "command" for r in reports):
             out.print("[bold]command adapter[/bold]: any program, not used here: define "
-                      "\\[agents.<name>] with argv = [...] in ralph.toml (docs/agents.md)")
+                      "\\[agents.<name>] with argv = [...] in ralph.toml (the prompt goes "
+                      "to its stdin, or to an argv element {prompt} or {prompt_file})")
     default = next((r for r in reports if r.default), None)
     raise typer.Exit(0 if default is None or default.ok else 1)
 

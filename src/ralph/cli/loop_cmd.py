@@ -16,7 +16,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ralph.cli.output import error_line, exit_text, write_json
+from ralph.cli.helpfmt import at_least
+from ralph.cli.output import error_line, exit_text, terminal_safe, write_json
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
@@ -33,7 +34,8 @@ EXIT_HANGUP = 129  # stopped because the terminal went away (SIGHUP): 128 + 1, a
 T = TypeVar("T")
 
 AgentOption = Annotated[str | None, typer.Option(
-    "--agent", help="Agent from ralph.toml [agents.<name>] (default: loop.default_agent).")]
+    "--agent", metavar="NAME",
+    help="Agent from ralph.toml [agents.<name>] (default: loop.default_agent).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
 CleanOption = Annotated[bool, typer.Option(
@@ -161,8 +163,8 @@ def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption
 
 def run(agent: AgentOption = None,
         max_iterations: Annotated[int | None, typer.Option(
-            "--max-iterations", min=1, help="Stop after N iterations (default: "
-                                            "loop.max_iterations).")] = None,
+            "--max-iterations", metavar="N", callback=at_least(1),
+            help="Stop after N iterations (default: loop.max_iterations).")] = None,
         json: JsonOption = False, quiet: QuietOption = False,
         require_clean: CleanOption = False, allow_dirty: DirtyOption = False) -> None:
     """Loop until every task is verified done (or no progress, the iteration limit, a stop).
@@ -184,7 +186,8 @@ def run(agent: AgentOption = None,
 
 
 def status(json: JsonOption = False,
-           root: Annotated[Path | None, typer.Option("--root", help="Project root.")] = None
+           root: Annotated[Path | None, typer.Option("--root", metavar="PATH",
+                                                     help="Project root.")] = None
            ) -> None:
     """Show progress: done/total, the next task, whether a run is active, the last iteration
     and blocked tasks."""
@@ -206,7 +209,9 @@ def print_status(report: StatusReport) -> None:
     run = f" ({report.activeRunId})" if report.activeRunId else ""
     out.print(f"[bold]{escape(report.prd)}[/bold]: {report.done}/{report.total} tasks done; "
               f"loop {state}{run}")
-    if report.next is not None:
+    if report.prd_error is not None:
+        out.print(f"[red]the PRD cannot be read[/red]: {escape(terminal_safe(report.prd_error))}")
+    elif report.next is not None:
         out.print(f"next: task {escape(report.next.task_id)}: {escape(report.next.title)} "
                   f"({report.next.kind})")
     elif report.done == report.total:

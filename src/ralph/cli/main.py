@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 
@@ -16,6 +17,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70
+_LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,8 +70,15 @@ def _usage_error(exc: typer.TyperException) -> int:
         return EXIT_USAGE
     ctx = getattr(exc, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-    error_line(f"{message}{hint}".replace("\n", " "))
+    error_line(one_line(f"{message}{hint}"))
     return int(getattr(exc, "exit_code", EXIT_USAGE))
+
+
+def one_line(message: str) -> str:
+    """A usage error's message on one line: click lists choices on lines of their own, indented
+    by a tab ("Choose from:\n\tcompleted,\n\t..."), and pydantic prefixes a validator's
+    message with "Value error, "."""
+    return _LINE_BREAK.sub(" ", message).replace("Value error, ", "")
 
 
 def _silence_stdout() -> None:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ralph.cli.helpfmt import HelpCommand, at_least
 from ralph.cli.options import StoreOption, open_store
 from ralph.cli.output import terminal_safe, write_json, write_json_line
 from ralph.notes import DEFAULT_SESSION, NOTE_TYPES, Note, add_note, group_by_type, list_notes
@@ -17,16 +18,19 @@ from ralph.store.frame import MAX_SEQ
 
 app = typer.Typer(help="Record and list session notes.", no_args_is_help=True)
 
+_TYPES = ", ".join(NOTE_TYPES)
 NoteTypeChoice = StrEnum("NoteTypeChoice", {t: t for t in NOTE_TYPES})  # type: ignore[misc]
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def add(
-    text: Annotated[str, typer.Argument(help="The note.")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The note.")],
     note_type: Annotated[NoteTypeChoice, typer.Option(
-        "--type", help="What kind of note.", case_sensitive=True)],
-    name: Annotated[str, typer.Option("--name", help="Session name.")] = DEFAULT_SESSION,
-    iteration: Annotated[int | None, typer.Option("--iteration", min=1, max=MAX_SEQ,
+        "--type", metavar="TYPE", help=f"What kind of note: {_TYPES}.", case_sensitive=True)],
+    name: Annotated[str, typer.Option("--name", metavar="NAME",
+                                      help="Session name.")] = DEFAULT_SESSION,
+    iteration: Annotated[int | None, typer.Option("--iteration", metavar="N",
+                                                  callback=at_least(1, MAX_SEQ),
                                                   help="Iteration it belongs to.")] = None,
     store: StoreOption = None,
 ) -> None:
@@ -36,11 +40,12 @@ def add(
     write_json_line(note.to_dict())
 
 
-@app.command(name="list")
+@app.command(name="list", cls=HelpCommand)
 def list_(
     note_type: Annotated[NoteTypeChoice | None, typer.Option(
-        "--type", help="Only notes of this kind.", case_sensitive=True)] = None,
-    name: Annotated[str | None, typer.Option("--name",
+        "--type", metavar="TYPE", help=f"Only notes of this kind: {_TYPES}.",
+        case_sensitive=True)] = None,
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME",
                                              help="Only this session (default: all).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
     store: StoreOption = None,
@@ -56,7 +61,7 @@ def list_(
 
 
 def print_notes(notes: list[Note], console: Console | None = None) -> None:
-    """Notes grouped by type, the way the ralph.nu spec aggregates them for display."""
+    """Notes grouped by type, in the order of the types."""
     out = console or Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
     if not notes:
         out.print("no notes")

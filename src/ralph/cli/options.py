@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 
 StoreOption = Annotated[
     Path | None,
-    typer.Option("--store", help="Store directory (default: $RALPH_STORE, else .ralph/store "
-                                 "under the project root).", show_default=False),
+    typer.Option("--store", metavar="PATH", help="Store directory (default: $RALPH_STORE, "
+                                                 "else .ralph/store under the project root).",
+                 show_default=False),
 ]
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ralph.cli.helpfmt import HelpCommand, at_least
 from ralph.cli.options import StoreOption, open_store
 from ralph.cli.output import write_json, write_json_line
 from ralph.cli.progress import byte_progress
@@ -30,11 +31,13 @@ def _stdin_content() -> bytes | None:
     return data or None
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def append(
     topic: Annotated[str, typer.Argument(help="Topic, e.g. ralph.demo.note.")],
-    meta: Annotated[str | None, typer.Option("--meta", help="Meta as a JSON object.")] = None,
-    stream: Annotated[str, typer.Option("--stream", help="Stream of the frame.")] = DEFAULT_STREAM,
+    meta: Annotated[str | None, typer.Option("--meta", metavar="JSON",
+                                             help="Meta as a JSON object.")] = None,
+    stream: Annotated[str, typer.Option("--stream", metavar="STREAM",
+                                        help="Stream of the frame.")] = DEFAULT_STREAM,
     store: StoreOption = None,
 ) -> None:
     """Append a frame (content from stdin when piped) and print it."""
@@ -44,13 +47,15 @@ def append(
     write_json_line(frame.to_dict())
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def cat(
-    topic: Annotated[str | None, typer.Option("--topic", help="Exact topic or prefix.*")] = None,
-    stream: Annotated[str | None, typer.Option("--stream", help="Only this stream.")] = None,
-    after: Annotated[int | None, typer.Option("--after", min=0, max=MAX_SEQ,
+    topic: Annotated[str | None, typer.Option("--topic", metavar="TOPIC",
+                                              help="Exact topic or prefix.*")] = None,
+    stream: Annotated[str | None, typer.Option("--stream", metavar="STREAM",
+                                               help="Only this stream.")] = None,
+    after: Annotated[int | None, typer.Option("--after", callback=at_least(0, MAX_SEQ),
                                               help="Only seq > SEQ.", metavar="SEQ")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=0, max=MAX_SEQ,
+    limit: Annotated[int | None, typer.Option("--limit", callback=at_least(0, MAX_SEQ),
                                               help="At most N frames.", metavar="N")] = None,
     follow: Annotated[bool, typer.Option("--follow", "-f",
                                          help="Keep printing new frames as they come.")] = False,
@@ -78,10 +83,11 @@ async def _follow(store: Store, topic: str | None, stream: str | None, after: in
                 return
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def last(
     topic: Annotated[str, typer.Argument(help="Exact topic or prefix.*")],
-    n: Annotated[int, typer.Argument(min=1, max=MAX_SEQ, help="How many frames.")] = 1,
+    n: Annotated[int, typer.Argument(callback=at_least(1, MAX_SEQ), metavar="N",
+                                     help="How many frames.")] = 1,
     store: StoreOption = None,
 ) -> None:
     """Print the last N frames of a topic, oldest first."""
@@ -90,7 +96,7 @@ def last(
             write_json_line(frame.to_dict())
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def get(frame_id: Annotated[str, typer.Argument(metavar="ID", help="Frame id.")],
         store: StoreOption = None) -> None:
     """Print the frame with this id."""
@@ -98,7 +104,7 @@ def get(frame_id: Annotated[str, typer.Argument(metavar="ID", help="Frame id.")]
         write_json_line(opened.get(frame_id).to_dict())
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def cas(hash_: Annotated[str, typer.Argument(metavar="HASH", help="sha256-... content hash.")],
         store: StoreOption = None) -> None:
     """Write the content with this hash to stdout, verified."""
@@ -108,7 +114,7 @@ def cas(hash_: Annotated[str, typer.Argument(metavar="HASH", help="sha256-... co
     sys.stdout.buffer.flush()
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def sync(store: StoreOption = None) -> None:
     """Index what was appended since the last sync."""
     with open_store(store, sync_on_open=False) as opened, \
@@ -118,7 +124,7 @@ def sync(store: StoreOption = None) -> None:
                 "last_seq": result.watermark})
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def rebuild(store: StoreOption = None) -> None:
     """Recreate the index from the stream files."""
     with open_store(store, sync_on_open=False) as opened, \
@@ -128,14 +134,14 @@ def rebuild(store: StoreOption = None) -> None:
                 "last_seq": result.watermark})
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def stats(store: StoreOption = None) -> None:
     """Print counts and sizes of the store."""
     with open_store(store) as opened:
         write_json(opened.stats())
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def errors(store: StoreOption = None) -> None:
     """Print the lines that are not frames (stream, byte_offset, excerpt, error)."""
     with open_store(store) as opened:
@@ -145,7 +151,7 @@ def errors(store: StoreOption = None) -> None:
                              "recorded_at": error.recorded_at})
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def gc(
     policy: Annotated[list[str] | None, typer.Option(
         "--policy", metavar="TOPIC=POLICY",

@@ -144,3 +144,6 @@ class StatusReport(StatusFields):
     iterations: int
     no_progress_streak: int
     cost: Cost
+    # Why the PRD could not be read (missing, no tasks, a syntax error), on one line: the
+    # report then counts no task (`total` 0, `next` null) instead of failing.
+    prd_error: str | None = None

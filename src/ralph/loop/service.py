@@ -49,9 +49,9 @@ from ralph.loop.models import (
     StopReason,
 )
 from ralph.loop.paths import ProjectPaths
+from ralph.loop.prdcheck import prd_warnings
 from ralph.loop.protect import Guard, changed_after, protected_for, put_back, put_back_note
 from ralph.loop.ratelimit import HOUR_S
-from ralph.loop.usage import RunSpend, budget_reached
 from ralph.loop.state import (
     ActiveRun,
     InFlight,
@@ -61,6 +61,7 @@ from ralph.loop.state import (
     save_state,
 )
 from ralph.loop.status import StatusSource, project_status
+from ralph.loop.usage import RunSpend, budget_reached
 from ralph.loop.worktree import (
     attempt_message,
     by_gates,
@@ -438,6 +439,8 @@ class LoopService:
                                  "startIteration": state.iteration_count + 1, "mode": mode})
             if not self.config.gates.commands:
                 emit("loop.warning", {"message": NO_GATES_WARNING})
+            for message in prd_warnings(self.paths, self.config):
+                emit("loop.warning", {"message": message})
             try:
                 yield ctx, resolved
             except BaseException as exc:
@@ -500,10 +503,7 @@ class LoopService:
         spend = ctx.state.spend_last_run
         if spend is None or spend.run_id != run_id:
             spend = RunSpend(run_id=run_id)
-        if clock is not None:
-            duration = time.monotonic() - clock
-        else:
-            duration = seconds_since(started_at)
+        duration = time.monotonic() - clock if clock is not None else seconds_since(started_at)
         return RunOutcome(
             run_id=run_id, reason=reason, message=message, iterations=count,
             done=sum(t.status == "done" for t in tasks), total=len(tasks),

@@ -3,6 +3,8 @@ cost does not grow with the number of past iterations (history lives in the stor
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ralph import __version__
 from ralph.config import Config
 from ralph.fsutil import file_signature
@@ -10,7 +12,7 @@ from ralph.loop.lock import ProjectLock
 from ralph.loop.models import BlockedTask, Cost, LastIteration, NextTask, StatusReport
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.state import LoopState, load_state, owner_died
-from ralph.tracker import Task, next_task, open_tracker
+from ralph.tracker import Task, TrackerError, next_task, open_tracker
 
 
 def stale_blocks(tasks: list[Task], state: LoopState) -> list[str]:
@@ -29,6 +31,14 @@ def state_block(state: LoopState, task: Task) -> str | None:
     return entry.blocked if entry else None
 
 
+def prd_problem(prd: Path, exc: TrackerError) -> str:
+    """Why the PRD cannot be read, on one line, with the fix (the tracker's messages name one,
+    but for a missing file)."""
+    if not prd.exists():
+        return f"{exc}: run `ralph init` to create it, or set files.prd in ralph.toml"
+    return str(exc)
+
+
 class StatusSource:
     """The tracker's tasks and state.json, parsed again only when their files change: editors
     poll `status`, and most polls find nothing new."""
@@ -36,16 +46,24 @@ class StatusSource:
     def __init__(self, paths: ProjectPaths, config: Config) -> None:
         self.prd = paths.root / config.files.prd
         self.state_path = paths.state
-        self._tasks: tuple[tuple[int, int, int], list[Task]] | None = None
+        self._tasks: tuple[tuple[int, int, int], list[Task] | TrackerError] | None = None
         self._state: tuple[tuple[int, int, int] | None, LoopState] | None = None
 
     def tasks(self) -> list[Task]:
+        """The tasks; raises TrackerError (as often as asked) while the PRD cannot be read."""
         key = file_signature(self.prd)
         if self._tasks is None or key is None or self._tasks[0] != key:
-            tasks = open_tracker(self.prd).load()
+            tasks: list[Task] | TrackerError
+            try:
+                tasks = open_tracker(self.prd).load()
+            except TrackerError as exc:
+                tasks = exc
             self._tasks = (key, tasks) if key is not None else None
-            return tasks
-        return self._tasks[1]
+        else:
+            tasks = self._tasks[1]
+        if isinstance(tasks, TrackerError):
+            raise tasks
+        return tasks
 
     def state(self) -> LoopState:
         key = file_signature(self.state_path)
@@ -62,7 +80,11 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
     `source` caches the parsed files between calls."""
     source = source or StatusSource(paths, config)
     state = state if state is not None else source.state()
-    tasks = source.tasks()
+    prd_error: str | None = None
+    try:
+        tasks = source.tasks()
+    except TrackerError as exc:  # an editor opens any folder: report it, count no task
+        tasks, prd_error = [], prd_problem(source.prd, exc)
     files = config.files
     running = active_run_id is not None or (
         state.active_run is not None and ProjectLock(paths.lock).is_held_elsewhere())
@@ -90,5 +112,5 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
         running=running, paused=paused or bool(active and active.paused),
         activeRunId=active_run_id or (active.run_id if active else None),
         last=last, blocked=blocked, iterations=state.iteration_count,
-        no_progress_streak=state.no_progress_streak,
+        no_progress_streak=state.no_progress_streak, prd_error=prd_error,
         cost=Cost(last_run=state.spend_last_run, all_runs=state.spend_all))

@@ -10,8 +10,10 @@
     reader, writer = await stdio_streams()
     await NdjsonServer(Dispatcher(registry), reader, writer).serve()
 
-The guarantees (error codes, batches, concurrency, framing, limits) are in
-docs/protocols/jsonrpc.md.
+The dispatcher implements all of JSON-RPC 2.0 (the specification's error codes, batches,
+notifications) without knowing the transport; a connection runs requests concurrently, a
+bounded number in flight, and writes one message at a time; NDJSON framing takes input lines
+of up to 64 MiB by default.
 """
 
 from ralph.rpc.codes import (

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 import orjson
 
-from ralph.store.errors import InvalidPolicyError
+from ralph.store.errors import InvalidPolicyError, StoreError
 from ralph.store.frame import MAX_SEQ, format_ts, topic_filter
 from ralph.store.fsio import fsync_dir, write_error
 from ralph.store.head import write_seq_floor
@@ -146,6 +146,8 @@ def collect_garbage(store: Store, rules: list[Rule], *, dry_run: bool = False,
             finally:
                 index.reindex_streams(sorted(doomed))
         if dry_run:
+            freed += sum(_bytes_freed(stream_path(store.path / "streams", stream), seqs)
+                         for stream, seqs in doomed.items())
             gone = set().union(*doomed.values()) if doomed else set()
             kept = {h for seq, h in index.execute("SELECT seq, hash FROM frames WHERE hash IS "
                                                   "NOT NULL") if seq not in gone}
@@ -206,6 +208,19 @@ def _rewrite_stream(path: Path, seqs: set[int]) -> int:
         tmp.unlink(missing_ok=True)
         raise write_error(exc, f"stream file {path} during gc") from None
     return before - (path.stat().st_size if kept else 0)
+
+
+def _bytes_freed(path: Path, seqs: set[int]) -> int:
+    """The bytes `_rewrite_stream(path, seqs)` would free (a dry run): it writes every line
+    but those of `seqs`, each ending in a newline."""
+    try:
+        with path.open("rb") as src:
+            before = os.fstat(src.fileno()).st_size
+            after = sum(len(line) + (not line.endswith(b"\n")) for line in src
+                        if _line_seq(line) not in seqs)
+    except OSError as exc:
+        raise StoreError(f"cannot read stream file {path}: {exc.strerror or exc}") from None
+    return before - after
 
 
 def _line_seq(line: bytes) -> int | None:

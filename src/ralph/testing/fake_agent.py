@@ -183,7 +183,7 @@ def _replace(path: Path, text: str) -> None:
     (a kill between `write_text`'s truncation and its write left an empty PRD)."""
     tmp = path.with_name(f".{path.name}.fake-agent-{os.getpid()}")
     tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from ralph.tracker.markdown import MarkdownTracker
 from ralph.tracker.model import KINDS, STATUSES, Task, TaskKind, TaskStatus, kind_from_title
 from ralph.tracker.protocol import Tracker, TrackerFormat
 from ralph.tracker.selection import Summary, next_task, summary
+from ralph.tracker.suspicious import SuspiciousLine, suspicious_lines
 
 __all__ = [
     "KINDS",
@@ -25,6 +26,7 @@ __all__ = [
     "JsonTracker",
     "MarkdownTracker",
     "Summary",
+    "SuspiciousLine",
     "Task",
     "TaskKind",
     "TaskStatus",
@@ -35,4 +37,5 @@ __all__ = [
     "next_task",
     "open_tracker",
     "summary",
+    "suspicious_lines",
 ]

@@ -9,8 +9,8 @@ from ralph.tracker.jsontracker import JsonTracker
 from ralph.tracker.markdown import MarkdownTracker
 from ralph.tracker.protocol import Tracker
 
-_MARKDOWN_SUFFIXES = (".md", ".markdown")
-_JSON_SUFFIXES = (".json",)
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+JSON_SUFFIXES = (".json",)
 
 
 def open_tracker(path: Path) -> Tracker:
@@ -21,9 +21,9 @@ def open_tracker(path: Path) -> Tracker:
     """
     suffix = path.suffix.lower()
     tracker: Tracker
-    if suffix in _MARKDOWN_SUFFIXES:
+    if suffix in MARKDOWN_SUFFIXES:
         tracker = MarkdownTracker(path)
-    elif suffix in _JSON_SUFFIXES:
+    elif suffix in JSON_SUFFIXES:
         tracker = JsonTracker(path)
     else:
         raise TrackerError(

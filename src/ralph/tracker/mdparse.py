@@ -42,7 +42,8 @@ STATUS_OF_MARK: dict[str, TaskStatus] = {
     "-": "blocked",
 }
 
-_CHECKBOX = re.compile(r"[ \t]*[-*+][ \t]+\[(?P<mark>[^\]])\](?:[ \t]+(?P<rest>.*))?$")
+# A task line (inside `## Tasks`, not indented below another task): `- [ ] 1. Title`.
+CHECKBOX = re.compile(r"[ \t]*[-*+][ \t]+\[(?P<mark>[^\]])\](?:[ \t]+(?P<rest>.*))?$")
 _EXPLICIT_ID = re.compile(rf"(?P<id>{ID_PATTERN.pattern})[.:](?:[ \t]+(?P<title>.*))?$")
 _BULLET = re.compile(
     r"(?P<indent>[ \t]*)(?P<marker>[-*+]|\d{1,9}[.)])(?:(?P<gap>[ \t]+)(?P<text>.*))?$"
@@ -141,7 +142,7 @@ def _collect(lines: list[str], start: int, end: int) -> list[_Draft]:
         indent = indent_width(body)
         inside = current is not None and indent > current.indent
         fence = fence_opened(body)
-        checkbox = _CHECKBOX.match(body) if fence is None else None
+        checkbox = CHECKBOX.match(body) if fence is None else None
         if checkbox and not inside:
             rest = checkbox.group("rest")
             current = _Draft(
@@ -195,7 +196,7 @@ def _finish(path: Path, draft: _Draft, order: int) -> TaskBlock:
     status = STATUS_OF_MARK.get(draft.mark)
     if status is None:
         raise TrackerError(
-            f"{where}: unknown task marker '[{draft.mark}]'; use [ ], [x], [~] or [-]"
+            f"{where}: unknown task marker '[{_visible(draft.mark)}]'; use [ ], [x], [~] or [-]"
         )
     heading = " ".join(draft.title_parts)
     explicit = _EXPLICIT_ID.match(heading)
@@ -248,6 +249,12 @@ def _finish(path: Path, draft: _Draft, order: int) -> TaskBlock:
         bullets=tuple(draft.bullets),
         blocked=tuple(blocked),
     )
+
+
+def _visible(mark: str) -> str:
+    """A marker as a reader can tell it apart: a tab or an unusual space (which looks like the
+    valid `[ ]`) is shown as its code point."""
+    return mark if mark.isprintable() and not mark.isspace() else f"U+{ord(mark):04X}"
 
 
 def _dependencies(path: Path, bullet: SubBullet, match: re.Match[str]) -> list[str]:
