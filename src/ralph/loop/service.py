@@ -437,10 +437,7 @@ class LoopService:
             emit = EventSink(self.store, run_id, self.observer)
             emit("run.started", {"agent": resolved.name, "maxIterations": limit,
                                  "startIteration": state.iteration_count + 1, "mode": mode})
-            if not self.config.gates.commands:
-                emit("loop.warning", {"message": NO_GATES_WARNING})
-            for message in prd_warnings(self.paths, self.config):
-                emit("loop.warning", {"message": message})
+            self._warn_at_start(emit)
             try:
                 yield ctx, resolved
             except BaseException as exc:
@@ -466,6 +463,14 @@ class LoopService:
             self._state = None
             self._paused = False
             self._lock.release()
+
+    def _warn_at_start(self, emit: EventSink) -> None:
+        """What the user should know before the first iteration: no gates (a ticked box is
+        then the only evidence), PRD lines that look like tasks but are not read as such."""
+        if not self.config.gates.commands:
+            emit("loop.warning", {"message": NO_GATES_WARNING})
+        for message in prd_warnings(self.paths, self.config):
+            emit("loop.warning", {"message": message})
 
     async def _start_server(self, ctx: LoopContext, agent: ResolvedAgent) -> AgentServer | None:
         """opencode's server mode: one `opencode serve` for the whole run, which every
