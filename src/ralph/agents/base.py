@@ -67,7 +67,10 @@ class AgentEvent:
     delta: bool = False  # continues the previous piece of text (streamed chunks)
 
     def meta(self) -> dict[str, Any]:
-        return {"kind": self.kind, "content": self.content, "tool": self.tool}
+        meta: dict[str, Any] = {"kind": self.kind, "content": self.content, "tool": self.tool}
+        if self.delta:  # a reader joins it to the text before, as one message
+            meta["delta"] = True
+        return meta
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -92,11 +93,16 @@ def resolve_program(argv: list[str], agent: ResolvedAgent, hint: str | None) -> 
 async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file: Path,
                     log_path: Path, emit: Emit, timeout_s: float | None = None,
                     on_start: Callable[[int], None] | None = None,
-                    attach: tuple[str, str] | None = None) -> AgentOutcome:
+                    attach: tuple[str, str] | None = None,
+                    context_env: Mapping[str, str] | None = None,
+                    silence_warning_s: float = 0) -> AgentOutcome:
     """Run `agent` on `prompt`; cancellation ends the agent's whole process group.
 
     `on_start(pgid)` learns the agent's process group as soon as it runs. `attach` (url,
-    title): run attached to the agent's server (opencode's server mode)."""
+    title): run attached to the agent's server (opencode's server mode). `context_env`:
+    variables telling the agent where it is (`RALPH_TASK_ID`, ...); the agent's own `env`
+    wins over them. `silence_warning_s` > 0: an `agent.silent` event when the agent printed
+    nothing for that long, again after twice as long, and so on."""
     adapter = adapter_for(agent.adapter)
     command = adapter.build(list(agent.argv), agent.model, prompt, str(prompt_file))
     if attach is not None and isinstance(adapter, OpencodeAdapter):
@@ -125,14 +131,20 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
                 if event.kind == "text" and event.said:
                     said.add(event.content, continues=event.delta)
 
+    heard = [time.monotonic()]  # when the agent last printed something
+
     def on_output(stream: str, chunk: bytes) -> None:
+        heard[0] = time.monotonic()
         take_lines(stream, splitters[stream].feed(chunk))
 
     emit("agent.started", {"agent": agent.name, "adapter": agent.adapter,
                            "argv": command.shown, "session_id": None})
     timeout = timeout_s if timeout_s is not None else agent.timeout_seconds
+    watch = (asyncio.get_running_loop().create_task(
+        _warn_of_silence(heard, silence_warning_s, emit)) if silence_warning_s > 0 else None)
     try:
-        result = await run_process(command.argv, cwd=cwd, env={**agent.env, **command.env},
+        result = await run_process(command.argv, cwd=cwd,
+                                   env={**(context_env or {}), **agent.env, **command.env},
                                    stdin_data=command.stdin, timeout_s=timeout,
                                    on_output=on_output, log_path=log_path,
                                    on_start=on_start, contain=True)
@@ -143,30 +155,55 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
             for framer in framers.values():
                 framer.flush()
         raise
+    finally:
+        if watch is not None:
+            watch.cancel()
     for stream, splitter in splitters.items():
         take_lines(stream, splitter.flush())
     for framer in framers.values():
         framer.flush()
     verdict = adapter.classify(result.exit_code, parser)
     text_tail = said.text()
-    exit_signal = _exit_signal(text_tail)
     status: AgentStatus = "timeout" if result.timed_out else verdict.status
     message = f"timed out after {timeout:g} s" if result.timed_out else verdict.message
-    usage = priced(parser.usage, parser.model or agent.model, agent)
-    if usage is not None:
-        emit("agent.usage", {"input_tokens": usage.input_tokens,
-                             "output_tokens": usage.output_tokens,
-                             "cached_tokens": usage.cached_tokens, "cost_usd": usage.cost_usd,
-                             "model": parser.model or agent.model})
+    usage = _report_usage(emit, priced(parser.usage, parser.model or agent.model, agent),
+                          parser.model or agent.model)
     session_id = verdict.session_id or parser.session_id
     emit("agent.finished", {"status": status, "exit_code": result.exit_code,
                             "session_id": session_id, "reset_at": verdict.reset_at,
                             "message": message, "duration_s": round(result.duration_s, 4),
                             "not_json_lines": parser.not_json, "pid": result.pid})
-    return AgentOutcome(status, result.exit_code, message, exit_signal, session_id,
+    return AgentOutcome(status, result.exit_code, message, _exit_signal(text_tail), session_id,
                         verdict.reset_at, verdict.retry_after_s, result.duration_s,
                         result.started_at, result.finished_at, log_path, command.argv,
                         text_tail, usage)
+
+
+def _report_usage(emit: Emit, usage: Usage | None, model: str | None) -> Usage | None:
+    """An `agent.usage` event for what the run used, if the CLI said; the usage."""
+    if usage is not None:
+        emit("agent.usage", {"input_tokens": usage.input_tokens,
+                             "output_tokens": usage.output_tokens,
+                             "cached_tokens": usage.cached_tokens, "cost_usd": usage.cost_usd,
+                             "model": model})
+    return usage
+
+
+async def _warn_of_silence(heard: list[float], first_s: float, emit: Emit) -> None:
+    """Emit `agent.silent` {seconds} each time the agent has printed nothing for `first_s`,
+    then twice as long, four times, ...: a stuck CLI (retrying its network, waiting on a
+    prompt no one sees) shows up without flooding. Output resets the back-off."""
+    wait = first_s
+    since = heard[0]
+    while True:
+        await asyncio.sleep(max(0.0, since + wait - time.monotonic()))
+        if heard[0] != since:  # it spoke meanwhile: start over from its last output
+            since, wait = heard[0], first_s
+            continue
+        silent = time.monotonic() - since
+        if silent >= wait:
+            emit("agent.silent", {"seconds": round(silent, 1), "next_warning_s": wait * 2})
+            wait *= 2
 
 
 def priced(usage: Usage | None, model: str | None, agent: ResolvedAgent) -> Usage | None:

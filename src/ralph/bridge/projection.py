@@ -56,7 +56,7 @@ def project(frame: Frame) -> _Event | None:
 
 def _finished(ts: str, run_id: str, meta: dict[str, Any]) -> IterationFinished:
     # Gates that did not run (the agent failed, the iteration was stopped) are null, not false.
-    gates_ran = meta.get("receipts_dir") is not None
+    gates_ran = bool(meta.get("gates_ran", meta.get("receipts_dir") is not None))
     return IterationFinished(
         ts=ts, runId=run_id, iteration=int(meta["iteration"]), agent=str(meta["agent"]),
         task_id=meta.get("task_id"), exitSignal=meta.get("exit_signal"),

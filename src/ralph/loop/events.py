@@ -27,16 +27,23 @@ def run_stream(run_id: str) -> str:
 class EventSink:
     """Appends the events of one run to its stream (`runs/<run_id>`)."""
 
-    def __init__(self, store: Store, run_id: str, observer: Observer | None = None) -> None:
+    def __init__(self, store: Store, run_id: str, observer: Observer | None = None,
+                 tags: dict[str, Any] | None = None) -> None:
         self.store = store
         self.run_id = run_id
         self.stream = run_stream(run_id)
         self.observer = observer  # e.g. the terminal display: sees every event as appended
+        self.tags = tags or {}  # added to every event's meta (the iteration, a role)
+
+    def tagged(self, **tags: Any) -> EventSink:
+        """The same sink, adding `tags` to each event's meta: an iteration's events carry
+        its number, a judge's or reviewer's agent events their role."""
+        return EventSink(self.store, self.run_id, self.observer, {**self.tags, **tags})
 
     def __call__(self, topic: str, meta: dict[str, Any],
                  content: bytes | str | None = None) -> Frame:
-        frame = self.store.append(topic, {"run_id": self.run_id, **meta}, content=content,
-                                  stream=self.stream)
+        frame = self.store.append(topic, {"run_id": self.run_id, **self.tags, **meta},
+                                  content=content, stream=self.stream)
         if self.observer is not None:
             try:
                 self.observer(frame)

@@ -17,6 +17,25 @@ from ralph.loop.events import EventSink
 from ralph.proc import ProcessError, run_shell
 
 GATE_OUTPUT_BYTES = 1024 * 1024  # the end of a gate's output kept as evidence
+TAIL_LINES = 20  # the end of a gate's output shown with its verdict (events, receipts)
+TAIL_CHARS = 2000
+
+
+def tail_lines(data: bytes, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last `lines` lines of an output, at most `chars` characters (whole lines where
+    they fit; a last line longer than that keeps its end), without trailing blank lines."""
+    text = data[-(chars * 4 + 1):].decode("utf-8", "replace").replace("\r\n", "\n")
+    kept = text.rstrip().split("\n")[-lines:]
+    out: list[str] = []
+    size = 0
+    for line in reversed(kept):
+        if size + len(line) + 1 > chars:
+            if not out:
+                out.append(line[-chars:])
+            break
+        out.append(line)
+        size += len(line) + 1
+    return "\n".join(reversed(out))
 
 
 @dataclass(frozen=True)
@@ -35,6 +54,7 @@ class GateReceipt:
     output_bytes: int
     output_truncated: bool
     error: str | None = None
+    output_tail: str = ""  # its last lines (TAIL_LINES), for the verdict and the next prompt
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,4 +95,5 @@ async def _run_gate(index: int, command: str, cwd: Path, timeout_s: float,
     return GateReceipt(index, command, argv, str(cwd), result.exit_code,
                        result.exit_code == 0 and not result.timed_out, result.timed_out,
                        result.duration_s, result.started_at, result.finished_at, None,
-                       result.output_bytes, result.output_bytes > len(result.tail)), result.tail
+                       result.output_bytes, result.output_bytes > len(result.tail),
+                       output_tail=tail_lines(result.tail)), result.tail

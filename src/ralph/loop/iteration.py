@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,10 +29,10 @@ from ralph.git import Git, WorkTree
 from ralph.loop.checks import CheckResult, judge_verdict, review_verdict
 from ralph.loop.errors import AgentUnusable, LoopError, NothingToDo
 from ralph.loop.events import EventSink
-from ralph.loop.gates import GateReceipt, run_gates
+from ralph.loop.gates import GateReceipt, run_gates, tail_lines
 from ralph.loop.models import IterationStatus, LastIteration, StepResult
 from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
-from ralph.loop.prompt import Memory, build_prompt
+from ralph.loop.prompt import Memory, build_prompt, notes_section
 from ralph.loop.protect import Change, Guard, describe, put_back, put_back_note
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
@@ -46,6 +48,7 @@ from ralph.loop.worktree import (
     tree_is_clean,
     untracked_outputs,
 )
+from ralph.notes import list_notes
 from ralph.store import Store
 from ralph.store.frame import format_ts
 from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
@@ -56,6 +59,13 @@ RUNTIME = list(RUNTIME_PATHS)
 DIFF_CHARS = 100_000  # the diff shown to the judge and the reviewer
 # Agent run outcomes no retry can fix: the run stops instead of spending attempts on them.
 UNUSABLE = ("auth_error", "config_error")
+# What the next attempt is told about the last one (state.json keeps it: bounded).
+MAX_GATE_NOTES = 3  # failing gates shown
+FEEDBACK_TAIL_LINES = 40  # of each one's output
+FEEDBACK_TAIL_CHARS = 3000
+LAST_WORDS_CHARS = 1500  # of the agent's own last message
+NOTE_CHARS = 3500  # one note
+NOTES_CHARS = 12000  # all of them
 
 
 def every_task(n: int) -> str:
@@ -117,6 +127,7 @@ class Iteration:
             raise nothing_to_do(tasks)
         done_before = sorted(t.id for t in tasks if t.status == "done")
         iteration, attempt_id = self._take_numbers(task)
+        self.emit = self.emit.tagged(iteration=iteration)  # every event of it says which
         started = now_ts()
         clock = time.monotonic()
         ctx.state.in_flight = InFlight(iteration=iteration, iteration_id=f"{iteration:06d}",
@@ -167,6 +178,7 @@ class Iteration:
         keeping short (the next start's recovery then finishes it)."""
         try:
             await self._keep_unfinished_work(tracker, rec)
+            rec.repo_clean = await self._clean_now(rec)
         finally:
             self._finish(rec, clock)
 
@@ -196,7 +208,8 @@ class Iteration:
             git_status=before.short(), memory=self._memory(),
             budget=ctx.config.loop.context_chars,
             progress_tail=ctx.config.loop.progress_tail_chars,
-            notes=ctx.state.task(task.id).notes)
+            notes=ctx.state.task(task.id).notes, gates=ctx.config.gates.commands,
+            session_notes=self._session_notes())
         rec.context_dir = paths.context_dir(task.id, rec.attempt_id)
         rec.context_dir.mkdir(parents=True, exist_ok=True)
         rec.guard = await Guard.begin(ctx.config, ctx.git, paths.root, before,
@@ -205,7 +218,7 @@ class Iteration:
         prompt_file = rec.context_dir / "prompt.md"
         atomic_write_text(prompt_file, prompt, durable=False)
         rec.log_path = paths.log(rec.iteration)
-        outcome = await self._agent(prompt, prompt_file, rec.log_path, "agent", rec.spend)
+        outcome = await self._agent(prompt, prompt_file, rec.log_path, "agent", rec)
         rec.outcome = outcome
         rec.exit_signal = outcome.exit_signal
         rec.return_code = outcome.exit_code
@@ -225,10 +238,11 @@ class Iteration:
     # -- the agent --------------------------------------------------------------------------
 
     async def _agent(self, prompt: str, prompt_file: Path, log_path: Path,
-                     role: str, spend: SpendByAgent | None = None) -> AgentOutcome:
+                     role: str, rec: _Record) -> AgentOutcome:
         """Run the agent, waiting out rate limits (which count as neither failure nor
         attempt): the hourly cap first, then backoff or the CLI's reset time. What each
-        run used is added to `spend`."""
+        run used is added to the iteration's spend."""
+        spend = rec.spend
         loop_cfg = self.ctx.config.loop
         retries = 0
         while True:
@@ -238,8 +252,10 @@ class Iteration:
             outcome = await run_agent(self.agent, prompt, cwd=self.ctx.paths.root,
                                       prompt_file=prompt_file, log_path=log_path,
                                       emit=self._role_emit(role), on_start=self._started,
-                                      attach=self._attach())
-            if spend is not None and outcome.usage is not None:
+                                      attach=self._attach(),
+                                      context_env=self._context_env(rec, prompt_file, role),
+                                      silence_warning_s=loop_cfg.silence_warning_seconds)
+            if outcome.usage is not None:
                 spend.add_usage(self.agent.name, outcome.usage)
             if outcome.status in UNUSABLE:
                 raise AgentUnusable(unusable_message(self.agent, outcome), outcome)
@@ -258,6 +274,17 @@ class Iteration:
                                              "retry": retries + 1, "role": role})
             retries += 1
             await asyncio.sleep(wait)
+
+    def _context_env(self, rec: _Record, prompt_file: Path, role: str) -> dict[str, str]:
+        """Where the agent is, in its environment (a command agent may have no other way
+        to know): docs/agents.md lists them."""
+        paths = self.ctx.paths
+        return {"RALPH_TASK_ID": rec.task.id, "RALPH_TASK_TITLE": rec.task.title,
+                "RALPH_ITERATION": str(rec.iteration),
+                "RALPH_ATTEMPT": rec.attempt_id.rsplit("-", 1)[-1],
+                "RALPH_RUN_ID": self.run_id, "RALPH_PROMPT_FILE": str(prompt_file),
+                "RALPH_STORE": str(paths.store), "RALPH_PROJECT_ROOT": str(paths.root),
+                "RALPH_ROLE": role}
 
     def _attach(self) -> tuple[str, str] | None:
         """(url, title) when this agent runs attached to the run's server."""
@@ -278,8 +305,8 @@ class Iteration:
             flight.agent_pgid = pgid
             self.ctx.save(durable=False)
 
-    def _role_emit(self, role: str) -> EventSink | _Tagged:
-        return self.emit if role == "agent" else _Tagged(self.emit, role)
+    def _role_emit(self, role: str) -> EventSink:
+        return self.emit if role == "agent" else self.emit.tagged(role=role)
 
     # -- verification -----------------------------------------------------------------------
 
@@ -317,10 +344,14 @@ class Iteration:
             result = await self._check("judge", task, rec)
             rec.judge_ok = result.ok
             rec.reason = result.reason
+            if result.reason:
+                rec.checks_said.append(f"The judge said no: {result.reason}")
         if rec.reason is None and ctx.config.review.enabled:
             result = await self._check("review", task, rec)
             rec.review_ok = result.ok
             rec.reason = result.reason
+            if result.reason:
+                rec.checks_said.append(f"The reviewer said no: {result.reason}")
         rec.verified = rec.reason is None
         rec.status = "done" if rec.verified else "not_done"
 
@@ -342,7 +373,7 @@ class Iteration:
         checker = ctx.config.agent(section.agent) if section.agent else self.agent
         runner = Iteration(ctx, run_id=self.run_id, agent=checker, emit=self.emit)
         outcome = await runner._agent(prompt, prompt_file, ctx.paths.log(rec.iteration, f".{role}"),
-                                      role, rec.spend)
+                                      role, rec)
         result = judge_verdict(outcome) if role == "judge" else review_verdict(outcome)
         self.emit(f"{role}.finished", {"ok": result.ok, "reason": result.reason,
                                        "agent": checker.name, "exit_code": outcome.exit_code})
@@ -379,12 +410,40 @@ class Iteration:
         rec.repo_clean = await self._repo_clean(rec)
 
     def _notes_for_next_attempt(self, rec: _Record) -> list[str]:
-        notes = []
+        """What the next attempt's prompt tells the agent about this one, most useful
+        first: why it was not verified, the failing gates with the end of their output,
+        what the judge and reviewer said, what was put back or reopened, and the agent's
+        own last words. Bounded: each note and the whole (state.json keeps them)."""
+        notes = [f"Ralph did not verify it: {rec.reason or 'not verified'}."]
+        for receipt in [r for r in rec.receipts if not r.ok][:MAX_GATE_NOTES]:
+            how = "timed out" if receipt.timed_out else f"exited with {receipt.exit_code}"
+            tail = self._gate_output_tail(receipt)
+            shown = f" The end of its output:\n```\n{tail}\n```" if tail else ""
+            notes.append(f"The gate `{receipt.command}` {how}.{shown}")
+        notes += rec.checks_said
         if rec.protected:
             notes.append(f"Ralph put back your changes to protected paths: "
                          f"{describe(rec.protected, limit=20)}. The gates judge your work "
                          "with them as they are: change the code, not what checks it.")
-        return notes
+        for task_id, why in rec.reopened[:5]:
+            notes.append(f"Ralph reopened task {task_id}: {why}.")
+        if rec.outcome is not None and rec.outcome.status != "ok":
+            notes.append(f"Your run ended badly: {_agent_failure(rec.outcome)}.")
+        said = rec.outcome.tail.strip() if rec.outcome is not None else ""
+        if said:
+            notes.append("Your last message was:\n" + _quote(said[-LAST_WORDS_CHARS:]))
+        return _bounded(notes)
+
+    def _gate_output_tail(self, receipt: GateReceipt) -> str:
+        """The end of a gate's output for the next prompt: from the content store (more
+        than the receipt's own short tail), else that tail."""
+        if receipt.output_hash is not None:
+            try:
+                data = self.ctx.store.cas_get(receipt.output_hash)
+            except (RalphError, OSError):
+                return receipt.output_tail
+            return tail_lines(data, lines=FEEDBACK_TAIL_LINES, chars=FEEDBACK_TAIL_CHARS)
+        return receipt.output_tail
 
     # -- the tree: protected paths, the tracker, staging, commits ----------------------------
 
@@ -467,6 +526,14 @@ class Iteration:
         return all(p in done or covered(p, ctx.state.gate_outputs)
                    for _, p in rec.after.changes)
 
+    async def _clean_now(self, rec: _Record) -> bool:
+        """`repo_clean` of an iteration that ended without a verdict, as the tree is: nothing
+        uncommitted but the gates' outputs and Ralph's runtime files."""
+        if rec.before is None:  # it ended before looking at the tree: nothing changed it
+            return (await self.ctx.git.snapshot(exclude=RUNTIME)).clean
+        post = await self.ctx.git.snapshot(exclude=RUNTIME, untracked="normal")
+        return tree_is_clean(post, self.ctx.state)
+
     async def _keep_unfinished_work(self, tracker: Tracker, rec: _Record) -> None:
         """An iteration that ends without a verdict (stopped, an orchestrator error, an
         agent that cannot work): what it left marked done is reopened, protected paths are
@@ -528,6 +595,8 @@ class Iteration:
         """Reopen `tasks` in the tracker; a tracker the agent broke is reported, not fatal."""
         if tasks:
             self._edited()
+        if self._record is not None:  # for the next attempt's prompt
+            self._record.reopened += [(t.id, reason) for t in tasks if t.id != self._record.task.id]
         try:
             reopen_tasks(tracker, tasks, reason=reason, emit=self.emit,
                          progress=self.ctx.paths.root / self.ctx.config.files.progress)
@@ -551,6 +620,21 @@ class Iteration:
         files = self.ctx.config.files
         name = {"build": files.prompt, "plan": files.plan}.get(task.kind, files.general)
         return _read(self.ctx.paths.root / name, required=True)
+
+    def _session_notes(self) -> str:
+        """The notes section of the prompt: what agents and people left with `ralph notes`
+        (a store that cannot be read leaves it out, with a warning)."""
+        budget = self.ctx.config.loop.notes_chars
+        if budget <= 0:
+            return ""
+        try:
+            notes = list_notes(self.ctx.store)
+        except (RalphError, OSError) as exc:
+            log.warning("could not read the notes for the prompt: %s", exc)
+            return ""
+        return notes_section(notes, budget=budget,
+                             add_command=f"{ralph_command()} notes add --store "
+                                         f"{shlex.quote(str(self.ctx.paths.store))}")
 
     def _memory(self) -> Memory:
         root, files = self.ctx.paths.root, self.ctx.config.files
@@ -583,7 +667,7 @@ class Iteration:
             agent_status=rec.outcome.status if rec.outcome else None, commit=rec.commit,
             started_at=rec.started, finished_at=finished,
             duration_seconds=round(time.monotonic() - clock, 3),
-            **rec.spend_fields())
+            gates_ran=rec.receipts_dir is not None, **rec.spend_fields())
         body = result.model_dump(mode="json")
         body["gates"] = [r.to_dict() for r in rec.receipts]
         attempt_file = paths.attempt_file(rec.task.id, rec.attempt_id)
@@ -677,6 +761,8 @@ class _Record:
     commit: str | None = None
     repo_clean: bool = False
     spend: SpendByAgent = field(default_factory=SpendByAgent)  # the agents' tokens and cost
+    checks_said: list[str] = field(default_factory=list)  # a judge's or reviewer's no
+    reopened: list[tuple[str, str]] = field(default_factory=list)  # other tasks, and why
 
     def spend_fields(self) -> dict[str, Any]:
         """The step result's usage fields: None where no agent run reported usage."""
@@ -688,18 +774,6 @@ class _Record:
                 "usage": {name: spend.model_dump() for name, spend in self.spend.agents.items()}}
 
 
-class _Tagged:
-    """An EventSink for the judge's or reviewer's agent run: adds `role` to each event."""
-
-    def __init__(self, emit: EventSink, role: str) -> None:
-        self._emit = emit
-        self._role = role
-
-    def __call__(self, topic: str, meta: dict[str, Any],
-                 content: bytes | str | None = None) -> object:
-        return self._emit(topic, {**meta, "role": self._role}, content)
-
-
 def unusable_message(agent: ResolvedAgent, outcome: AgentOutcome) -> str:
     """One line naming the agent, what the CLI said, and the fix."""
     said = outcome.message.strip().splitlines()[-1][:300] if outcome.message.strip() else (
@@ -709,6 +783,32 @@ def unusable_message(agent: ResolvedAgent, outcome: AgentOutcome) -> str:
         return f"agent '{agent.name}' could not authenticate: {said}; {hint}"
     return (f"agent '{agent.name}': the CLI rejected its configuration: {said}; check "
             f"[agents.{agent.name}] in ralph.toml")
+
+
+def ralph_command() -> str:
+    """How an agent runs this Ralph: the `ralph` beside this interpreter (a venv's), else
+    the interpreter with `-m ralph` (shell-quoted)."""
+    beside = Path(sys.executable).with_name("ralph")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return shlex.quote(str(beside))
+    return f"{shlex.quote(sys.executable)} -m ralph"
+
+
+def _quote(text: str) -> str:
+    return "\n".join(f"> {line}" for line in text.splitlines())
+
+
+def _bounded(notes: list[str]) -> list[str]:
+    """Each note cut to NOTE_CHARS, and as many as fit in NOTES_CHARS, in order."""
+    kept: list[str] = []
+    size = 0
+    for note in notes:
+        cut = note if len(note) <= NOTE_CHARS else note[:NOTE_CHARS - 1] + "…"
+        if size + len(cut) > NOTES_CHARS:
+            break
+        kept.append(cut)
+        size += len(cut)
+    return kept
 
 
 def _agent_failure(outcome: AgentOutcome) -> str:

@@ -63,6 +63,9 @@ class StepResult(StepFields):
     tokens_out: int | None = None
     cost_usd: float | None = None
     usage: dict[str, Spend] = Field(default_factory=dict)
+    # The gates ran (`gates_ok` is then their verdict; when they did not, it is false here
+    # and in the bridge's `step` result, and null in its `iteration_finished` event).
+    gates_ran: bool = False
 
 
 class LastIteration(BaseModel):

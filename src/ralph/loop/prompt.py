@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ralph.notes import NOTE_TYPES, Note
 from ralph.tracker import Task
 
 _TRUNCATED = "\n[... truncated to fit the prompt budget ...]\n"
@@ -23,11 +24,13 @@ class Memory:
     progress_name: str = "progress.md"
 
 
-NOTE_CHARS = 2000  # each note about the last attempt, at most
+NOTE_CHARS = 4000  # each note about the last attempt, at most (they come bounded already)
 
 
 def anchor(task: Task, branch: str | None, git_status: str,
-           notes: Sequence[str] = ()) -> str:
+           notes: Sequence[str] = (), gates: Sequence[str] | None = None) -> str:
+    """The part of the prompt about this iteration's task: what it is, the tree, the gates
+    that will judge it, and what went wrong in the last attempt at it."""
     lines = ["## Your task for this iteration", "",
              f"- Task id: {task.id}", f"- Title: {task.title}", f"- Kind: {task.kind}"]
     if task.acceptance:
@@ -41,9 +44,17 @@ def anchor(task: Task, branch: str | None, git_status: str,
     lines.append("- Git status (short): " + ("" if status_lines else "clean"))
     if status_lines:
         lines += ["```", *status_lines[:40], "```"]
+    if gates is not None:
+        if gates:
+            lines.append("- Gates: after you, Ralph runs these in the project root; the task "
+                         "is done only if every one exits 0:")
+            lines += [f"  - `{command}`" for command in gates]
+        else:
+            lines.append("- Gates: none are configured; Ralph checks that you marked the "
+                         "task done")
     if notes:
         lines += ["", "### Your last attempt at this task", ""]
-        lines += [f"- {note[:NOTE_CHARS]}" for note in notes]
+        lines += ["- " + note[:NOTE_CHARS].replace("\n", "\n  ") for note in notes]
     lines += ["", "Work on this task only. Ralph runs the gates and decides whether it is done."]
     return "\n".join(lines)
 
@@ -57,10 +68,13 @@ def _section(name: str, text: str) -> str:
 
 def build_prompt(template: str, task: Task, *, branch: str | None, git_status: str,
                  memory: Memory, budget: int, progress_tail: int,
-                 notes: Sequence[str] = ()) -> str:
+                 notes: Sequence[str] = (), gates: Sequence[str] | None = None,
+                 session_notes: str = "") -> str:
     """Assemble the prompt; if it exceeds `budget` characters, shed memory in this order:
-    the oldest progress, then the PRD's end, then FEEDBACK.md's, then AGENTS.md's."""
-    head = template.rstrip() + "\n\n" + anchor(task, branch, git_status, notes) + "\n"
+    the oldest progress, then the PRD's end, then FEEDBACK.md's, then AGENTS.md's.
+    `session_notes`: the notes section (see `notes_section`), bounded by its caller."""
+    head = (template.rstrip() + "\n\n" + anchor(task, branch, git_status, notes, gates)
+            + "\n" + (f"\n{session_notes.rstrip()}\n" if session_notes else ""))
     progress_name = f"{memory.progress_name} (most recent)"
     texts = {
         "AGENTS.md": memory.agents.strip(),
@@ -102,3 +116,33 @@ def _tail_lines(text: str, limit: int) -> str:
         return cut
     newline = cut.find("\n")
     return cut[newline + 1:] if newline >= 0 else ""
+
+
+NOTES_HEADING = "## Notes from earlier iterations (newest first)"
+
+
+def notes_section(notes: Sequence[Note], *, budget: int, add_command: str) -> str:
+    """The session notes (`ralph notes`) for a prompt: newest first, as many whole notes as
+    fit in `budget` characters, then how to add one. Empty when `budget` is 0."""
+    if budget <= 0:
+        return ""
+    how = (f"Leave a note for later iterations (what you learned, decided, or what blocks "
+           f"you): `{add_command} --type learning \"...\"` (types: "
+           f"{', '.join(NOTE_TYPES)}).")
+    lines = [NOTES_HEADING, ""]
+    size = len(how) + len(NOTES_HEADING) + 4
+    shown = 0
+    for note in reversed(notes):
+        where = f", iteration {note.iteration}" if note.iteration is not None else ""
+        line = f"- [{note.type}{where}] " + " ".join(note.text.split())
+        if size + len(line) + 1 > budget:
+            break
+        lines.append(line)
+        size += len(line) + 1
+        shown += 1
+    if not shown:
+        lines.append("- (none yet)")
+    if shown < len(notes):
+        lines.append(f"- ({len(notes) - shown} older notes not shown)")
+    lines += ["", how]
+    return "\n".join(lines)
