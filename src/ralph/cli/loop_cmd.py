@@ -37,7 +37,9 @@ AgentOption = Annotated[str | None, typer.Option(
     "--agent", metavar="NAME",
     help="Agent from ralph.toml [agents.<name>] (default: loop.default_agent).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Show nothing while it runs.")]
+VerboseOption = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Show tool results, reasoning and agent details too.")]
 CleanOption = Annotated[bool, typer.Option(
     "--require-clean", help="Refuse to start with any uncommitted change, even to Ralph's "
                             "own project files (which are otherwise committed first).")]
@@ -57,12 +59,11 @@ class _Stop:
         return EXIT_HANGUP if self.signal == signal.SIGHUP else EXIT_INTERRUPTED
 
 
-def _service(quiet: bool, max_iterations: int | None = None) -> tuple[LoopService, RunDisplay |
-                                                                      None]:
+def _service(quiet: bool, verbose: bool) -> tuple[LoopService, RunDisplay | None]:
     from ralph.cli.display import RunDisplay
     from ralph.loop import LoopService
 
-    display = None if quiet else RunDisplay(max_iterations=max_iterations)
+    display = None if quiet else RunDisplay(verbose=verbose)
     return LoopService(find_project_root(), observer=display), display
 
 
@@ -111,7 +112,7 @@ def _detach(fds: list[int]) -> None:
         os.close(devnull)
 
 
-def _with_service(quiet: bool, max_iterations: int | None,
+def _with_service(quiet: bool, verbose: bool,
                   work: Callable[[LoopService], Awaitable[T]],
                   stop: _Stop) -> tuple[T, RunDisplay | None]:
     """Open the loop service, run `work` on it (Ctrl-C = stop), close it; the result and
@@ -120,7 +121,7 @@ def _with_service(quiet: bool, max_iterations: int | None,
     from ralph.loop import NothingToDo
 
     try:
-        service, display = _service(quiet, max_iterations)
+        service, display = _service(quiet, verbose)
     except RalphError as exc:
         error_line(str(exc))
         raise typer.Exit(EXIT_ERROR) from None
@@ -139,7 +140,8 @@ def _with_service(quiet: bool, max_iterations: int | None,
 
 
 def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption = False,
-         require_clean: CleanOption = False, allow_dirty: DirtyOption = False) -> None:
+         verbose: VerboseOption = False, require_clean: CleanOption = False,
+         allow_dirty: DirtyOption = False) -> None:
     """Run exactly one iteration: a fresh agent on the next task, then the verdict.
 
     Exit code: 0 the task was verified done, 1 it was not, 2 an error, 130 stopped (Ctrl-C,
@@ -148,7 +150,7 @@ def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption
 
     stop = _Stop()
     try:
-        result, _ = _with_service(quiet, 1, lambda s: s.step(
+        result, _ = _with_service(quiet, verbose, lambda s: s.step(
             agent, require_clean=require_clean, allow_dirty=allow_dirty), stop)
     except NothingToDo as exc:
         if json:
@@ -165,17 +167,22 @@ def run(agent: AgentOption = None,
         max_iterations: Annotated[int | None, typer.Option(
             "--max-iterations", metavar="N", callback=at_least(1),
             help="Stop after N iterations (default: loop.max_iterations).")] = None,
-        json: JsonOption = False, quiet: QuietOption = False,
+        json: JsonOption = False, quiet: QuietOption = False, verbose: VerboseOption = False,
         require_clean: CleanOption = False, allow_dirty: DirtyOption = False) -> None:
-    """Loop until every task is verified done (or no progress, the iteration limit, a stop).
+    """Loop until every task is verified done (or no progress, the iteration limit, a budget,
+    a stop), then show a summary: tasks, iterations, duration, tokens and cost per agent.
 
-    Exit code: 0 complete, 1 incomplete, 2 error, 130 stopped (Ctrl-C, SIGTERM), 129 the
-    terminal closed (SIGHUP)."""
+    Exit code: 0 complete, 1 incomplete (no progress, the iteration limit, a budget), 2
+    error, 130 stopped (Ctrl-C, SIGTERM, `ralph stop`), 129 the terminal closed (SIGHUP)."""
+    from ralph.cli.render import summary_table
+
     stop = _Stop()
-    outcome, display = _with_service(quiet, max_iterations, lambda s: s.run(
+    outcome, display = _with_service(quiet, verbose, lambda s: s.run(
         agent, max_iterations, require_clean=require_clean, allow_dirty=allow_dirty), stop)
     if outcome.reason == "error" and (display is None or not display.showed(outcome.message)):
         error_line(outcome.message)
+    if display is not None:
+        display.console.print(summary_table(outcome.model_dump(mode="json")))
     if json:
         write_json(outcome.model_dump(mode="json"))
     if outcome.reason == "complete":
