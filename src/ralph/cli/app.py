@@ -9,6 +9,7 @@ import typer
 from ralph import __version__
 from ralph.cli import (
     bridge_cmd,
+    control_cmd,
     demo,
     doctor_cmd,
     init_cmd,
@@ -34,6 +35,9 @@ app.command(name="init", cls=HelpCommand)(init_cmd.init)
 app.command(name="step", cls=HelpCommand)(loop_cmd.step)
 app.command(name="run", cls=HelpCommand)(loop_cmd.run)
 app.command(name="status", cls=HelpCommand)(loop_cmd.status)
+app.command(name="stop", cls=HelpCommand)(control_cmd.stop)
+app.command(name="pause", cls=HelpCommand)(control_cmd.pause)
+app.command(name="resume", cls=HelpCommand)(control_cmd.resume)
 app.command(name="tasks", cls=HelpCommand)(tasks_cmd.tasks)
 app.command(name="doctor", cls=HelpCommand)(doctor_cmd.doctor)
 app.command(name="bridge", cls=HelpCommand)(bridge_cmd.bridge)

@@ -26,7 +26,7 @@ RESULT_CHARS = 300
 _TOOL_KEYS = ("command", "cmd", "file_path", "path", "filePath", "pattern", "query", "url",
               "description", "prompt")
 _STOP_PHRASES = {"complete": "complete", "no_progress": "no progress",
-                 "max_iterations": "iteration limit reached", "stopped": "stopped",
+                 "max_iterations": "iteration limit reached", "stopped": "stopped on request",
                  "error": "error", "budget": "budget used up"}
 
 
@@ -121,9 +121,10 @@ class EventRenderer:
     def _on_run_resumed(self, meta: dict[str, Any]) -> list[Line]:
         return [Line("run resumed", "yellow")]
 
-    def _on_control_requested(self, meta: dict[str, Any]) -> list[Line]:
-        return [Line(f"{meta.get('action')} requested by {meta.get('by') or 'another process'}",
-                     "yellow")]
+    def _on_control_applied(self, meta: dict[str, Any]) -> list[Line]:
+        by = meta.get("by") or "another process"
+        done = "" if meta.get("ok") else " (nothing to do)"
+        return [Line(f"{meta.get('action')} asked by {by}{done}", "yellow")]
 
     def _on_run_stopped(self, meta: dict[str, Any]) -> list[Line]:
         reason = str(meta.get("reason"))
@@ -131,10 +132,10 @@ class EventRenderer:
         if meta.get("mode") == "step" and reason != "error":
             return []  # the iteration's own line said how the step went
         phrase = _STOP_PHRASES.get(reason, reason)
-        said = f": {terminal_safe(message)}" if message and message != phrase else ""
+        said = f" ({terminal_safe(message)})" if message and message != phrase else ""
         done = (f"; {meta['done']}/{meta['total']} tasks done"
                 if meta.get("done") is not None and meta.get("total") is not None else "")
-        return [Line(f"run stopped, {phrase}{said}{done}", "bold")]
+        return [Line(f"run ended: {phrase}{said}{done}", "bold")]
 
     # -- iterations ------------------------------------------------------------------------
 
@@ -151,8 +152,10 @@ class EventRenderer:
             verdict, style = "verified done", "green"
         else:
             verdict, style = str(meta.get("status", "not_done")).replace("_", " "), "yellow"
-        reason = meta.get("reason")
-        why = f": {terminal_safe(str(reason))}" if reason else ""
+        reason = terminal_safe(str(meta.get("reason") or ""))
+        if reason.startswith(verdict):  # "stopped before the iteration finished"
+            verdict, reason = reason, ""
+        why = f": {reason}" if reason else ""
         figures = [duration_text(float(meta.get("duration_seconds") or 0.0))]
         spent = spend_text(meta.get("tokens_in"), meta.get("tokens_out"), meta.get("cost_usd"))
         if spent:

@@ -27,6 +27,7 @@ from ralph.agents.server import AgentServer
 from ralph.config import CONFIG_FILE, Config, ConfigError, ResolvedAgent, load_config, parse_config
 from ralph.errors import RalphError
 from ralph.git import Git, WorkTree
+from ralph.loop.control import ControlAction, ControlFollower, ControlReply, ask, describe
 from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
 from ralph.loop.events import EventSink, Observer, run_stream
 from ralph.loop.gates import run_gates
@@ -120,7 +121,7 @@ class LoopService:
         self._run_task: asyncio.Task[RunOutcome] | None = None
         self._stoppable: asyncio.Task[Any] | None = None  # the iteration or final check now
         self._stop_requested = False
-        self._background = False  # the active run is a background run (pause applies)
+        self._pausable = False  # the active run has a next iteration to pause before
         self._closed_because: str | None = None
         self._paused = False
         self._resumed: asyncio.Event | None = None
@@ -237,9 +238,9 @@ class LoopService:
         return True
 
     def pause(self) -> bool:
-        """Pause the active background run before its next iteration (a step has no next
-        iteration: False)."""
-        if self._active_run_id is None or self._stop_requested or not self._background:
+        """Pause the active run before its next iteration (a step has no next iteration:
+        False)."""
+        if self._active_run_id is None or self._stop_requested or not self._pausable:
             return False
         self._paused = True
         if self._resumed is not None:
@@ -259,6 +260,32 @@ class LoopService:
     @property
     def paused(self) -> bool:
         return self._paused
+
+    async def request(self, action: ControlAction) -> ControlReply:
+        """Stop, pause or resume the project's active run, whichever process runs it: this
+        one directly, another through the store (ralph.loop.control). Every face calls
+        this: `ralph stop` in a terminal and the bridge's `stop` do the same thing."""
+        run_id = self._active_run_id
+        if run_id is not None:
+            ok, paused = self._apply_control(action)
+            return ControlReply(ok=ok, run_id=run_id, paused=paused,
+                                message=describe(action, run_id, ok=ok))
+        state = load_state(self.paths.state, repair=False)
+        active = state.active_run
+        if active is None or not self._lock.is_held_elsewhere():
+            return ControlReply(ok=False, run_id=None, paused=False,
+                                message="no run is active for this project")
+        return await ask(self.store, active.run_id, action)
+
+    def _apply_control(self, action: ControlAction) -> tuple[bool, bool]:
+        """Do `action` to this process's run: (done, paused now)."""
+        if action == "stop":
+            ok = self.stop()
+        elif action == "pause":
+            ok = self.pause()
+        else:
+            ok = self.resume()
+        return ok, self._paused
 
     async def check(self, agent: str | None = None, policy: TreePolicy | None = None
                     ) -> ResolvedAgent:
@@ -413,7 +440,7 @@ class LoopService:
         if not reserved:
             self._check_idle()
         server: AgentServer | None = None
-        heartbeat: asyncio.Task[None] | None = None
+        helpers: list[asyncio.Task[None]] = []  # while the run lives
         if not self._lock.try_acquire():
             raise self._busy_elsewhere()
         if not reserved:
@@ -433,8 +460,11 @@ class LoopService:
                                          server_pgid=server.pgid if server else None,
                                          owner=owner_id())
             ctx.save()
-            heartbeat = asyncio.get_running_loop().create_task(self._heartbeat())
             emit = EventSink(self.store, run_id, self.observer)
+            loop = asyncio.get_running_loop()
+            helpers += [loop.create_task(self._heartbeat()), loop.create_task(
+                ControlFollower(self.store, emit, self._apply_control).follow())]
+            self._pausable = mode == "run"
             emit("run.started", {"agent": resolved.name, "maxIterations": limit,
                                  "startIteration": state.iteration_count + 1, "mode": mode})
             self._warn_at_start(emit)
@@ -442,27 +472,31 @@ class LoopService:
                 yield ctx, resolved
             except BaseException as exc:
                 if state.active_run is not None:  # ended by an error, not by _finish_run
-                    message = ("stopped on request" if isinstance(exc, asyncio.CancelledError)
-                               else str(exc))
-                    reason: StopReason
-                    if isinstance(exc, NothingToDo):  # not an error: there was nothing to do
-                        reason = "complete" if exc.complete else "no_progress"
-                    elif isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-                        reason = "stopped"
-                    else:
-                        reason = "error"
-                        emit("loop.error", {"message": message})
-                    self._finish_run(ctx, emit, reason, message, None)
+                    self._end_by(exc, ctx, emit)
                 raise
         finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
+            for helper in helpers:
+                helper.cancel()
             if server is not None:
                 await server.stop()
             self._active_run_id = None
             self._state = None
             self._paused = False
             self._lock.release()
+
+    def _end_by(self, exc: BaseException, ctx: LoopContext, emit: EventSink) -> None:
+        """Record the end of a run that an exception ended (a stop, nothing to do, an
+        error)."""
+        message = "stopped on request" if isinstance(exc, asyncio.CancelledError) else str(exc)
+        reason: StopReason
+        if isinstance(exc, NothingToDo):  # not an error: there was nothing to do
+            reason = "complete" if exc.complete else "no_progress"
+        elif isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+            reason = "stopped"
+        else:
+            reason = "error"
+            emit("loop.error", {"message": message})
+        self._finish_run(ctx, emit, reason, message, None)
 
     def _warn_at_start(self, emit: EventSink) -> None:
         """What the user should know before the first iteration: no gates (a ticked box is
@@ -759,7 +793,7 @@ class LoopService:
         """Make `run_id` the active run, with no stop or pause asked for yet."""
         self._check_idle()
         self._active_run_id = run_id
-        self._background = background
+        self._pausable = background  # a foreground run becomes pausable once it starts
         self._stop_requested = False
         self._paused = False
         self._resumed = asyncio.Event()
