@@ -24,11 +24,14 @@ TICK = {"tick": True, "print": ["done"]}
 STEP_FIELDS = {"iteration", "agent", "task_id", "exit_signal", "return_code", "log_path",
                "progress_made", "no_progress_streak", "gates_ok", "repo_clean", "judge_ok",
                "review_ok", "blocked", "attempt_id", "receipts_dir", "context_dir", "task_title"}
+# The documented fields, and our extensions (docs/protocols/bridge.md marks them).
 STATUS_FIELDS = {"version", "cwd", "prd", "progress", "agents", "prompt", "done", "total",
-                 "next", "running", "paused", "activeRunId", "last"}
+                 "next", "running", "paused", "activeRunId", "last"} | {
+                     "blocked", "cost", "prd_error"}
 FINISHED_FIELDS = {"type", "ts", "runId", "iteration", "agent", "task_id", "exitSignal",
                    "returnCode", "repoClean", "gatesOk", "judgeOk", "reviewOk", "blocked",
-                   "attemptId", "receiptsDir", "contextDir", "durationSeconds", "logPath"}
+                   "attemptId", "receiptsDir", "contextDir", "durationSeconds", "logPath"} | {
+                       "tokensIn", "tokensOut", "costUsd"}
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 

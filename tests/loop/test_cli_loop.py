@@ -251,7 +251,7 @@ def test_step_json_keeps_stdout_for_the_json_only(project: Project) -> None:
     json.loads(result.out)  # stdout is exactly one JSON document
     assert result.out.lstrip().startswith("{") and result.out.rstrip().endswith("}")
     assert "iteration 1" in result.err and "verified done" in result.err
-    assert "verified done" not in result.out and "run stopped" not in result.out
+    assert "verified done" not in result.out and "run ended" not in result.out
 
 
 def test_step_without_json_prints_nothing_on_stdout(project: Project) -> None:
@@ -329,7 +329,7 @@ def test_run_to_complete_exits_0(project: Project) -> None:
         "complete", 3, 3, 3)
     assert "iteration 1 (1/10 of this run)" in result.err
     assert "iteration 3 (3/10 of this run)" in result.err
-    assert "run stopped: complete" in result.err
+    assert "run ended: complete" in result.err
     assert project.log()[:3] == ["ralph: 3 Third task", "ralph: 2 Second task",
                                  "ralph: 1 First task"]
     stopped = events(project.root, "run.stopped")
@@ -410,7 +410,7 @@ def test_run_in_process_json(inproc: Callable[..., Result], project: Project) ->
     result = inproc("run", "--json", "--max-iterations", "5")
     assert result.code == 0, result.err
     assert result.json()["reason"] == "complete"
-    assert "run stopped: complete" in result.err
+    assert "run ended: complete" in result.err
 
 
 # -- ralph status ----------------------------------------------------------------------------------

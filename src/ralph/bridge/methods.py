@@ -11,6 +11,7 @@ from pydantic import Field, RootModel
 from ralph import __version__
 from ralph.bridge.models import (
     EVENT_MODELS,
+    AgentOutput,
     BridgeStarted,
     BridgeStopped,
     ErrorEvent,
@@ -28,6 +29,7 @@ from ralph.bridge.models import (
     StepParams,
     StepResult,
     StopResult,
+    TaskBlocked,
 )
 from ralph.errors import RalphError
 from ralph.loop import LoopBusy, LoopService, NothingToDo
@@ -42,8 +44,8 @@ FAILED = (APPLICATION_ERROR, "the loop could not do it (message says why; data.e
 
 
 EventUnion = Annotated[BridgeStarted | BridgeStopped | RunStarted | RunStopped | RunPaused
-                       | RunResumed | IterationStarted | IterationFinished | ErrorEvent,
-                       Field(discriminator="type")]
+                       | RunResumed | IterationStarted | IterationFinished | ErrorEvent
+                       | AgentOutput | TaskBlocked, Field(discriminator="type")]
 
 
 class EventParams(RootModel[EventUnion]):
@@ -123,21 +125,23 @@ def build_registry(service: LoopService) -> Registry:
         return RunResult(runId=run_id)
 
     @registry.method("stop", result=StopResult,
-                     summary="Stop the background run now (its agent too).")
+                     summary="Stop the active run now (its agent too), whichever process "
+                             "runs it.")
     async def stop() -> StopResult:
-        return StopResult(stopped=service.stop())
+        reply = await service.request("stop")
+        return StopResult(stopped=reply.ok)
 
     @registry.method("pause", result=PauseResult,
-                     summary="Pause the background run before its next iteration.")
+                     summary="Pause the active run before its next iteration.")
     async def pause() -> PauseResult:
-        ok = service.pause()
-        return PauseResult(ok=ok, runId=service.active_run_id, paused=service.paused)
+        reply = await service.request("pause")
+        return PauseResult(ok=reply.ok, runId=reply.run_id, paused=reply.paused)
 
     @registry.method("resume", result=PauseResult,
                      summary="Resume a paused run.")
     async def resume() -> PauseResult:
-        ok = service.resume()
-        return PauseResult(ok=ok, runId=service.active_run_id, paused=service.paused)
+        reply = await service.request("resume")
+        return PauseResult(ok=reply.ok, runId=reply.run_id, paused=reply.paused)
 
     registry.notification_schema("event", EventParams,
                                  summary="A loop event: " + ", ".join(

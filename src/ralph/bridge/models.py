@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from ralph.loop.models import StatusFields, StepFields
+from ralph.loop.models import BlockedTask, Cost, StatusFields, StepFields
 
 
 class _Params(BaseModel):
@@ -46,7 +46,13 @@ class PingResult(_Result):
 
 
 class StatusResult(_Result, StatusFields):
-    """Exactly the documented fields (`ralph.loop.models.StatusFields`)."""
+    """The documented fields (`ralph.loop.models.StatusFields`) and our extensions:
+    `blocked` (the blocked tasks with their reasons), `cost` (tokens and USD of the last run
+    and of all runs) and `prd_error` (why the PRD cannot be read: `total` is then 0)."""
+
+    blocked: list[BlockedTask]
+    cost: Cost
+    prd_error: str | None
 
 
 class StepResult(_Result, StepFields):
@@ -99,6 +105,9 @@ class RunStopped(_Event):
     type: Literal["run_stopped"] = "run_stopped"
     runId: str
     reason: StopReasonName
+    message: str | None = None
+    """Extension: why, in one line (a budget stop is reported as `stopped` with this naming
+    the budget: the protocol's reasons have no `budget`)."""
 
 
 class RunPaused(_Event):
@@ -138,6 +147,34 @@ class IterationFinished(_Event):
     contextDir: str | None
     durationSeconds: float
     logPath: str | None
+    # Extensions: what the iteration's agents used (null where no agent reported it).
+    tokensIn: int | None = None
+    tokensOut: int | None = None
+    costUsd: float | None = None
+
+
+class AgentOutput(_Event):
+    """Extension: the agent's output as it comes, coalesced (consecutive pieces of one kind
+    joined, at most a few per second, a budget of characters per second: an agent printing
+    megabytes cannot flood the editor; what is skipped is said, and is in the log)."""
+
+    type: Literal["agent_output"] = "agent_output"
+    runId: str
+    iteration: int | None
+    kind: str
+    """text, reasoning, tool_use, tool_result or error."""
+    content: str
+    role: str | None = None
+    """`judge` or `review` for their agents' output; null for the iteration's agent."""
+
+
+class TaskBlocked(_Event):
+    """Extension: a task was blocked after its failed attempts; it is skipped from now on."""
+
+    type: Literal["task_blocked"] = "task_blocked"
+    runId: str
+    task_id: str
+    reason: str
 
 
 class ErrorEvent(_Event):
@@ -148,4 +185,4 @@ class ErrorEvent(_Event):
 
 EVENT_MODELS: tuple[type[_Event], ...] = (
     BridgeStarted, BridgeStopped, RunStarted, RunStopped, RunPaused, RunResumed,
-    IterationStarted, IterationFinished, ErrorEvent)
+    IterationStarted, IterationFinished, ErrorEvent, AgentOutput, TaskBlocked)

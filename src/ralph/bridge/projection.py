@@ -14,12 +14,13 @@ from ralph.bridge.models import (
     RunResumed,
     RunStarted,
     RunStopped,
+    TaskBlocked,
     _Event,
 )
 from ralph.store import Frame
 
 TOPICS = ("run.started", "run.stopped", "run.paused", "run.resumed", "iteration.started",
-          "iteration.finished", "loop.error")
+          "iteration.finished", "loop.error", "task.blocked")
 _STOP_REASONS = {"complete", "no_progress", "max_iterations", "stopped", "error"}
 
 
@@ -37,8 +38,15 @@ def project(frame: Frame) -> _Event | None:
                           startIteration=int(meta["startIteration"]))
     if topic == "run.stopped":
         reason = meta.get("reason")
+        message = meta.get("message")
+        if reason == "budget":  # the protocol has no such reason: a stop, saying which budget
+            reason = "stopped"
         return RunStopped(ts=ts, runId=run_id,
-                          reason=reason if reason in _STOP_REASONS else "unknown")
+                          reason=reason if reason in _STOP_REASONS else "unknown",
+                          message=str(message) if message is not None else None)
+    if topic == "task.blocked":
+        return TaskBlocked(ts=ts, runId=run_id, task_id=str(meta.get("task_id")),
+                           reason=str(meta.get("reason")))
     if topic == "run.paused":
         return RunPaused(ts=ts, runId=run_id)
     if topic == "run.resumed":
@@ -65,4 +73,6 @@ def _finished(ts: str, run_id: str, meta: dict[str, Any]) -> IterationFinished:
         reviewOk=meta.get("review_ok"), blocked=bool(meta.get("blocked")),
         attemptId=meta.get("attempt_id"), receiptsDir=meta.get("receipts_dir"),
         contextDir=meta.get("context_dir"),
-        durationSeconds=float(meta.get("duration_seconds", 0.0)), logPath=meta.get("log_path"))
+        durationSeconds=float(meta.get("duration_seconds", 0.0)), logPath=meta.get("log_path"),
+        tokensIn=meta.get("tokens_in"), tokensOut=meta.get("tokens_out"),
+        costUsd=meta.get("cost_usd"))

@@ -15,8 +15,9 @@ import logging
 import signal
 from pathlib import Path
 
+from ralph.bridge.coalesce import FLUSH_S, OutputCoalescer
 from ralph.bridge.methods import build_registry, now
-from ralph.bridge.models import BridgeStarted, BridgeStopped
+from ralph.bridge.models import BridgeStarted, BridgeStopped, _Event
 from ralph.bridge.projection import TOPICS, project
 from ralph.config import load_config
 from ralph.loop import LoopService
@@ -79,11 +80,33 @@ class Bridge:
         self.server.stop_reading()
 
     async def _forward(self, frames: Subscription) -> None:
-        async for frame in frames:
-            if frame.topic in TOPICS:
-                event = project(frame)
-                if event is not None:
-                    await self.server.notify("event", event.model_dump())
+        """Store frames to events, in order; the agent's output coalesced (see
+        ralph.bridge.coalesce), flushed before any other event and every FLUSH_S."""
+        output = OutputCoalescer(self._send)
+        lock = asyncio.Lock()
+        ticker = asyncio.create_task(self._flush_when_due(output, lock))
+        try:
+            async for frame in frames:
+                async with lock:
+                    if frame.topic == "agent.output":
+                        await output.add(frame)
+                    elif frame.topic in TOPICS:
+                        event = project(frame)
+                        if event is not None:
+                            await output.flush()
+                            await self._send(event)
+        finally:
+            ticker.cancel()
+
+    async def _flush_when_due(self, output: OutputCoalescer, lock: asyncio.Lock) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S / 2)
+            if output.due():
+                async with lock:
+                    await output.flush()
+
+    async def _send(self, event: _Event) -> None:
+        await self.server.notify("event", event.model_dump())
 
     async def _settle_events(self) -> None:
         """Let the events of what just ended (run_stopped) reach the client before leaving."""

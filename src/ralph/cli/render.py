@@ -13,18 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from rich.table import Table
 
+from ralph.agents.summary import tool_summary
 from ralph.cli.output import exit_text, terminal_safe
 from ralph.store import Frame
 
-TOOL_SUMMARY_CHARS = 120  # a tool call's input, on its line
 RESULT_LINES = 3  # of a tool's result, with --verbose
 RESULT_CHARS = 300
-# The keys that say best what a tool call does, in order of preference.
-_TOOL_KEYS = ("command", "cmd", "file_path", "path", "filePath", "pattern", "query", "url",
-              "description", "prompt")
 _STOP_PHRASES = {"complete": "complete", "no_progress": "no progress",
                  "max_iterations": "iteration limit reached", "stopped": "stopped on request",
                  "error": "error", "budget": "budget used up"}
@@ -56,26 +52,6 @@ def spend_text(tokens_in: int | None, tokens_out: int | None, cost: float | None
     if cost is not None:
         parts.append(f"${cost:.4f}")
     return ", ".join(parts)
-
-
-def tool_summary(tool: str | None, content: str) -> str:
-    """A tool call on one line: its name and what best says what it does (the command, the
-    path, the pattern), cut to TOOL_SUMMARY_CHARS."""
-    what = content
-    try:
-        value = orjson.loads(content) if content.lstrip().startswith("{") else None
-    except orjson.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
-        for key in _TOOL_KEYS:
-            if isinstance(value.get(key), str | list) and value[key]:
-                found = value[key]
-                what = " ".join(map(str, found)) if isinstance(found, list) else found
-                break
-    what = " ".join(terminal_safe(what).split())
-    if len(what) > TOOL_SUMMARY_CHARS:
-        what = what[:TOOL_SUMMARY_CHARS - 1] + "…"
-    return f"{tool or 'tool'}: {what}" if what else (tool or "tool")
 
 
 class EventRenderer:
