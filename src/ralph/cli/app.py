@@ -13,6 +13,7 @@ from ralph.cli import (
     demo,
     doctor_cmd,
     init_cmd,
+    log_cmd,
     loop_cmd,
     notes_cmd,
     store_cmd,
@@ -35,6 +36,7 @@ app.command(name="init", cls=HelpCommand)(init_cmd.init)
 app.command(name="step", cls=HelpCommand)(loop_cmd.step)
 app.command(name="run", cls=HelpCommand)(loop_cmd.run)
 app.command(name="status", cls=HelpCommand)(loop_cmd.status)
+app.command(name="log", cls=HelpCommand)(log_cmd.log)
 app.command(name="stop", cls=HelpCommand)(control_cmd.stop)
 app.command(name="pause", cls=HelpCommand)(control_cmd.pause)
 app.command(name="resume", cls=HelpCommand)(control_cmd.resume)

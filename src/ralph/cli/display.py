@@ -78,18 +78,7 @@ class RunDisplay:
     # -- output -----------------------------------------------------------------------------
 
     def _show(self, frame: Frame | None, lines: list[Line]) -> None:
-        if not lines:
-            return
-        if self.console.is_terminal:
-            for line in lines:
-                self.console.print(Text("  " * line.level + line.text, style=line.style))
-            return
-        stamp = (frame.ts[11:19] if frame is not None else time.strftime("%H:%M:%S",
-                                                                          time.gmtime()))
-        out = self.console.file
-        for line in lines:
-            out.write(f"{stamp} {'  ' * line.level}{line.text}\n")
-        out.flush()
+        show_lines(self.console, frame.ts if frame is not None else None, lines)
 
     def _follow(self, topic: str, meta: dict[str, Any]) -> None:
         """The live line: what runs now (on a terminal only)."""
@@ -113,3 +102,18 @@ class RunDisplay:
             self._status = self.console.status(self._live)
             self._status.start()
 
+
+def show_lines(console: Console, ts: str | None, lines: list[Line]) -> None:
+    """Print rendered lines: styled on a terminal; off one plain, each with the time (`ts`,
+    the event's, else now) in front, flushed at once (a pipe's reader sees it live)."""
+    if not lines:
+        return
+    if console.is_terminal:
+        for line in lines:
+            console.print(Text("  " * line.level + line.text, style=line.style))
+        return
+    stamp = ts[11:19] if ts else time.strftime("%H:%M:%S", time.gmtime())
+    out = console.file
+    for line in lines:
+        out.write(f"{stamp} {'  ' * line.level}{line.text}\n")
+    out.flush()

@@ -1,0 +1,111 @@
+"""`ralph log`: a run's history from the store, as the live view showed it, or followed live
+from any process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ralph.cli.display import show_lines
+from ralph.cli.output import error_line, write_json_line
+from ralph.cli.render import EventRenderer, summary_table
+from ralph.errors import RalphError
+from ralph.loop.events import run_stream
+from ralph.project import find_project_root
+from ralph.store import Frame, Store
+
+RUN_PREFIX = "runs/"
+
+
+def log(run: Annotated[str | None, typer.Option(
+            "--run", metavar="ID", help="This run (default: the latest one).")] = None,
+        follow: Annotated[bool, typer.Option(
+            "--follow", "-f", help="Keep showing events as they come, from whichever "
+                                   "process runs the loop (Ctrl-C ends it).")] = False,
+        json: Annotated[bool, typer.Option(
+            "--json", help="The events themselves, one JSON object a line.")] = False,
+        verbose: Annotated[bool, typer.Option(
+            "--verbose", "-v", help="Tool results, reasoning and agent details too.")] = False,
+        root: Annotated[Path | None, typer.Option("--root", metavar="PATH",
+                                                  help="Project root.")] = None) -> None:
+    """Show a run's history: iterations, the agent's text and tool calls, gates with the end
+    of a failing one's output, verdicts, commits, and the run's summary.
+
+    With --follow, go on with what comes next (a run in progress, and the runs after it;
+    with --run, until that run ends). Exit code: 0, or 1 when the run named is unknown."""
+    from ralph.loop.paths import ProjectPaths
+
+    paths = ProjectPaths(root or find_project_root())
+    if not paths.store.exists() and not follow:  # nothing recorded: never create a store
+        typer.echo("no run recorded yet", err=True)
+        raise typer.Exit(0 if run is None else 1)
+    view = _View(json=json, verbose=verbose)
+    try:
+        with Store(paths.store) as store:
+            run_id = run if run is not None else _latest_run(store)
+            cursor = store.last_seq
+            if run_id is not None:
+                frames = list(store.read(stream=run_stream(run_id)))
+                if not frames and run is not None:
+                    error_line(f"no run {run!r} in {paths.store} (`ralph log` shows the "
+                               "latest; run ids start with run_)")
+                    raise typer.Exit(1)
+                view.show(frames)
+                if run is not None and _ended(frames):
+                    return
+            elif not follow:
+                typer.echo("no run recorded yet", err=True)
+                return
+            if follow:
+                with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a follow: exit 0
+                    asyncio.run(_follow(store, view, cursor, run))
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+
+
+class _View:
+    """Frames to the terminal: rendered lines, or JSON lines."""
+
+    def __init__(self, *, json: bool, verbose: bool) -> None:
+        self.json = json
+        self.renderer = EventRenderer(verbose=verbose)
+        self.console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+    def show(self, frames: Iterable[Frame]) -> None:
+        for frame in frames:
+            if self.json:
+                write_json_line(frame.to_dict())
+                continue
+            show_lines(self.console, frame.ts, self.renderer.feed(frame))
+            if frame.topic == "run.stopped" and frame.meta.get("mode") == "run":
+                show_lines(self.console, frame.ts, self.renderer.flush())
+                self.console.print(summary_table(frame.meta))
+
+
+async def _follow(store: Store, view: _View, cursor: int, run_id: str | None) -> None:
+    """Frames of runs after `cursor`, live; of `run_id` only, until it ends, if given."""
+    stream = run_stream(run_id) if run_id is not None else None
+    async with store.subscribe(stream=stream, after_seq=cursor) as frames:
+        async for frame in frames:
+            if not frame.stream.startswith(RUN_PREFIX):
+                continue
+            view.show([frame])
+            if run_id is not None and frame.topic == "run.stopped":
+                return
+
+
+def _latest_run(store: Store) -> str | None:
+    started = store.last("run.started")
+    return str(started[0].meta.get("run_id")) if started else None
+
+
+def _ended(frames: list[Frame]) -> bool:
+    return any(f.topic == "run.stopped" for f in frames)
