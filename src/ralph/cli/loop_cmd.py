@@ -236,3 +236,12 @@ def print_status(report: StatusReport) -> None:
     for blocked in report.blocked:
         out.print(f"[red]blocked[/red]: task {escape(blocked.task_id)}: "
                   f"{escape(blocked.title)}: {escape(blocked.reason or 'no reason given')}")
+    spent = [(what, run.total) for what, run in (("last run", report.cost.last_run),
+                                                 ("all runs", report.cost.all_runs))
+             if run is not None and run.total.agent_runs]
+    if spent:
+        from ralph.cli.render import spend_text
+
+        out.print("cost: " + "; ".join(
+            f"{what} {spend_text(total.tokens_in, total.tokens_out, total.cost_usd)}"
+            for what, total in spent))
