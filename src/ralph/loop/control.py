@@ -5,17 +5,22 @@ wants to steer it (`ralph stop` in another terminal, a bridge's `stop`) appends 
 `control.requested` frame {action, request_id, by} to the run's stream. The process running
 it follows its stream (`ControlFollower`, a poll every CONTROL_POLL_S), applies each request
 and answers with `control.applied` {request_id, action, ok, paused}; the requester waits for
-that answer (`ask`). A face whose own process runs the run applies it directly: same effect,
-no frame needed. The log keeps both frames, so the history says who stopped a run.
+that answer (`ask`). The requester also touches the project's lock file (`.ralph/loop.lock`,
+held by the running process, whose content it leaves alone): a doorbell, so that a poll is
+one stat() and the run reads the store only when someone asked something. A face whose own
+process runs the run applies it directly: same effect, no frame needed. The log keeps both
+frames, so the history says who stopped a run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
@@ -31,6 +36,7 @@ ControlAction = Literal["stop", "pause", "resume"]
 CONTROL_ACTIONS: tuple[ControlAction, ...] = ("stop", "pause", "resume")
 CONTROL_POLL_S = 0.25  # how often a run looks for requests: the latency of a remote stop
 ANSWER_WAIT_S = 10.0  # how long a requester waits for the run's answer
+FULL_CHECK_POLLS = 20  # the store is read at least this often (in polls) without a bell
 _ids = IdGenerator()
 
 
@@ -44,7 +50,7 @@ class ControlReply(BaseModel):
     answered: bool = True  # False: the run did not answer within ANSWER_WAIT_S
 
 
-async def ask(store: Store, run_id: str, action: ControlAction, *,
+async def ask(store: Store, run_id: str, action: ControlAction, doorbell: Path, *,
               wait_s: float = ANSWER_WAIT_S) -> ControlReply:
     """Ask the run `run_id` (running in another process) to stop, pause or resume, and wait
     for its answer."""
@@ -53,6 +59,8 @@ async def ask(store: Store, run_id: str, action: ControlAction, *,
     frame = store.append("control.requested", {
         "run_id": run_id, "action": action, "request_id": request_id,
         "by": f"pid {os.getpid()}"}, stream=stream)
+    with contextlib.suppress(OSError):  # without the bell the run still reads it, later
+        os.utime(doorbell)
     deadline = time.monotonic() + wait_s
     while True:
         for answer in store.read(topic="control.applied", stream=stream, after_seq=frame.seq):
@@ -84,11 +92,14 @@ class ControlFollower:
     """Inside the process that runs `emit`'s run: applies the requests others append."""
 
     def __init__(self, store: Store, emit: EventSink,
-                 apply: Callable[[ControlAction], tuple[bool, bool]]) -> None:
+                 apply: Callable[[ControlAction], tuple[bool, bool]], doorbell: Path) -> None:
         self._store = store
         self._emit = emit
         self._apply = apply  # action -> (ok, paused)
+        self._doorbell = doorbell
+        self._rung = self._bell()
         self._cursor = store.last_seq  # requests from before the run are not for it
+        self._polls = 0
 
     async def follow(self) -> None:
         """Poll for requests until cancelled (when the run ends)."""
@@ -96,7 +107,20 @@ class ControlFollower:
             await asyncio.sleep(CONTROL_POLL_S)
             self.check()
 
+    def _bell(self) -> int:
+        try:
+            return self._doorbell.stat().st_mtime_ns
+        except OSError:
+            return 0
+
     def check(self) -> None:
+        """Apply the requests appended since the last look: when the doorbell rang, and
+        every FULL_CHECK_POLLS polls anyway (a requester whose touch failed)."""
+        self._polls += 1
+        rung = self._bell()
+        if rung == self._rung and self._polls % FULL_CHECK_POLLS:
+            return
+        self._rung = rung
         try:
             frames = list(self._store.read(topic="control.requested",
                                            stream=self._emit.stream, after_seq=self._cursor))

@@ -275,7 +275,7 @@ class LoopService:
         if active is None or not self._lock.is_held_elsewhere():
             return ControlReply(ok=False, run_id=None, paused=False,
                                 message="no run is active for this project")
-        return await ask(self.store, active.run_id, action)
+        return await ask(self.store, active.run_id, action, self.paths.lock)
 
     def _apply_control(self, action: ControlAction) -> tuple[bool, bool]:
         """Do `action` to this process's run: (done, paused now)."""
@@ -378,7 +378,9 @@ class LoopService:
             last_verified = result.verified
             over = self._over_budget(ctx, run_id)
             if over is not None:
-                return "budget", over, count
+                done, total = self._progress(ctx)
+                if not total or done < total:  # every task done: complete (loop's top)
+                    return "budget", over, count
             if ctx.state.no_progress_streak >= self.config.loop.no_progress_limit:
                 return ("no_progress", f"no progress in {ctx.state.no_progress_streak} "
                         "iterations in a row", count)
@@ -463,7 +465,8 @@ class LoopService:
             emit = EventSink(self.store, run_id, self.observer)
             loop = asyncio.get_running_loop()
             helpers += [loop.create_task(self._heartbeat()), loop.create_task(
-                ControlFollower(self.store, emit, self._apply_control).follow())]
+                ControlFollower(self.store, emit, self._apply_control,
+                                self.paths.lock).follow())]
             self._pausable = mode == "run"
             emit("run.started", {"agent": resolved.name, "maxIterations": limit,
                                  "startIteration": state.iteration_count + 1, "mode": mode})
