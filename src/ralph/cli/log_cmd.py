@@ -8,18 +8,16 @@ import contextlib
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from ralph.cli.display import show_lines
 from ralph.cli.output import error_line, write_json_line
-from ralph.cli.render import EventRenderer, summary_table
 from ralph.errors import RalphError
-from ralph.loop.events import run_stream
 from ralph.project import find_project_root
-from ralph.store import Frame, Store
+
+if TYPE_CHECKING:  # imported when the command runs: `ralph --help` and the others start faster
+    from ralph.store import Frame, Store
 
 RUN_PREFIX = "runs/"
 
@@ -40,7 +38,9 @@ def log(run: Annotated[str | None, typer.Option(
 
     With --follow, go on with what comes next (a run in progress, and the runs after it;
     with --run, until that run ends). Exit code: 0, or 1 when the run named is unknown."""
+    from ralph.loop.events import run_stream
     from ralph.loop.paths import ProjectPaths
+    from ralph.store import Store
 
     paths = ProjectPaths(root or find_project_root())
     if not paths.store.exists() and not follow:  # nothing recorded: never create a store
@@ -75,11 +75,18 @@ class _View:
     """Frames to the terminal: rendered lines, or JSON lines."""
 
     def __init__(self, *, json: bool, verbose: bool) -> None:
+        from rich.console import Console
+
+        from ralph.cli.render import EventRenderer
+
         self.json = json
         self.renderer = EventRenderer(verbose=verbose)
         self.console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
 
     def show(self, frames: Iterable[Frame]) -> None:
+        from ralph.cli.display import show_lines
+        from ralph.cli.render import summary_table
+
         for frame in frames:
             if self.json:
                 write_json_line(frame.to_dict())
@@ -92,6 +99,8 @@ class _View:
 
 async def _follow(store: Store, view: _View, cursor: int, run_id: str | None) -> None:
     """Frames of runs after `cursor`, live; of `run_id` only, until it ends, if given."""
+    from ralph.loop.events import run_stream
+
     stream = run_stream(run_id) if run_id is not None else None
     async with store.subscribe(stream=stream, after_seq=cursor) as frames:
         async for frame in frames:
