@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # imported when the command runs: `ralph --help` and the othe
     from ralph.store import Frame, Store
 
 RUN_PREFIX = "runs/"
+STORE_WAIT_S = 0.5  # --follow in a project with no store yet: how often to look for one
 
 
 def log(run: Annotated[str | None, typer.Option(
@@ -43,9 +45,15 @@ def log(run: Annotated[str | None, typer.Option(
     from ralph.store import Store
 
     paths = ProjectPaths(root or find_project_root())
-    if not paths.store.exists() and not follow:  # nothing recorded: never create a store
-        typer.echo("no run recorded yet", err=True)
-        raise typer.Exit(0 if run is None else 1)
+    if not paths.store.exists():  # nothing recorded: never create a store
+        if not follow:
+            typer.echo("no run recorded yet", err=True)
+            raise typer.Exit(0 if run is None else 1)
+        try:  # the first run creates it
+            while not (paths.store / "head").exists():
+                time.sleep(STORE_WAIT_S)
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None
     view = _View(json=json, verbose=verbose)
     try:
         with Store(paths.store) as store:
