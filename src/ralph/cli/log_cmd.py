@@ -45,7 +45,8 @@ def log(run: Annotated[str | None, typer.Option(
     from ralph.store import Store
 
     paths = ProjectPaths(root or find_project_root())
-    if not paths.store.exists():  # nothing recorded: never create a store
+    # Nothing recorded (no store, or the empty directory `ralph init` makes): never create one.
+    if not (paths.store / "head").exists():
         if not follow:
             typer.echo("no run recorded yet", err=True)
             raise typer.Exit(0 if run is None else 1)

@@ -140,7 +140,7 @@ def notes_section(notes: Sequence[Note], *, budget: int, add_command: str) -> st
         lines.append(line)
         size += len(line) + 1
         shown += 1
-    if not shown:
+    if not notes:
         lines.append("- (none yet)")
     if shown < len(notes):
         lines.append(f"- ({len(notes) - shown} older notes not shown)")

@@ -378,7 +378,9 @@ class LoopService:
             last_verified = result.verified
             over = self._over_budget(ctx, run_id)
             if over is not None:
-                return "budget", over, count
+                done, total = self._progress(ctx)
+                if not total or done < total:  # every task done: complete (loop's top)
+                    return "budget", over, count
             if ctx.state.no_progress_streak >= self.config.loop.no_progress_limit:
                 return ("no_progress", f"no progress in {ctx.state.no_progress_streak} "
                         "iterations in a row", count)
