@@ -39,6 +39,10 @@ log = logging.getLogger("ralph.store")
 # An index of another version is rebuilt from the stream files (it is a cache).
 SCHEMA_VERSION = 2
 META_INLINE_BYTES = 1024
+# A sync writes every page it changes to the WAL, which keeps its size (a second copy of what
+# the sync wrote) until it is reset; past this size it is given back after a sync.
+WAL_KEEP_BYTES = 4 * 1024 * 1024
+_BUSY_TIMEOUT_MS = 60_000
 _READ_CHUNK = 4 * 1024 * 1024
 _INSERT_BATCH = 5000
 _EXCERPT = 200
@@ -200,9 +204,10 @@ class Index:
     def _connect_locked(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                   timeout=60)
+                                   timeout=_BUSY_TIMEOUT_MS / 1000)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
             conn.execute("PRAGMA cache_size=-16000")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
@@ -313,7 +318,24 @@ class Index:
         with self._write() as conn:
             frames, errors = self._index_pending(conn, progress)
             watermark, max_seq = self._advance_watermark(conn, settle_upto)
+        self._trim_wal()
         return SyncResult(frames, errors, watermark, max_seq)
+
+    def _trim_wal(self) -> None:
+        """Give back the WAL's space after a sync that made it large (a first sync of many
+        frames, a rebuild), instead of keeping it until the next sync resets the WAL (which
+        `journal_size_limit` then trims). Never waits: if another process is reading or
+        writing the index right now, the next reset trims it."""
+        if _file_size(Path(f"{self.path}-wal")) <= WAL_KEEP_BYTES or self._conn is None:
+            return
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError as exc:  # busy or locked: another time
+            log.debug("could not trim the index's WAL now: %s", exc)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
 
     def _pending(self, conn: sqlite3.Connection) -> list[tuple[str, Path, int, int, int]]:
         """(stream, path, size, inode, offset to read from) of every stream with new bytes.
@@ -511,6 +533,7 @@ class Index:
             frames, errors = self._index_pending(conn, progress)
             _run_script(conn, _INDEXES)
             watermark, max_seq = self._advance_watermark(conn, None)
+        self._trim_wal()
         return SyncResult(frames, errors, watermark, max_seq)
 
     def reindex_streams(self, names: list[str]) -> None:
@@ -638,6 +661,13 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
             conn.execute(statement)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _now_ms() -> float:
