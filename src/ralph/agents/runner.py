@@ -36,9 +36,10 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 EXCERPT_CHARS = 1000
 # Plain-text lines a stream gives an agent.output event each; later ones are joined into
 # events of up to COALESCE_CHARS of text (see _Framer), so an agent printing hundreds of
-# megabytes makes a few thousand events. An event costs about 0.7 KB of store and index
-# whatever its text: 1,000 of them keep a chatty agent's 20 MB within 1.1 bytes on disk per
-# byte of output (10,000 cost 8 MB, more than a third of that output again).
+# megabytes makes a few thousand events. An event costs 0.8 KB of store and index for a
+# short line (its fields, its index row), 1.5 KB with EXCERPT_CHARS of text: 10,000 of them
+# cost 8 to 15 MB, which put a chatty agent's 20 MB at 1.4 to 1.7 bytes on disk per byte of
+# output; 1,000 keep it near 1.1 (docs/benchmarks.md, storage).
 LINE_EVENTS = 1_000
 COALESCE_CHARS = 64 * 1024
 TAIL_CHARS = 16 * 1024  # the end of the output kept for classification and signals
