@@ -138,6 +138,8 @@ class Store:
 
     def _open_once(self) -> _Files:
         with self._open_lock:
+            if self._closed:  # closed by another thread meanwhile: open nothing any more
+                raise StoreError("the store is closed")
             if self._files is None:
                 self._files = self._open()
             return self._files
