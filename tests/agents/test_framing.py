@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 from ralph.agents import runner
-from ralph.agents.runner import EVENT_CHARS, LINE_EVENTS, MAX_LINE_BYTES, _Lines, run_agent
+from ralph.agents.runner import (
+    COALESCE_CHARS,
+    EXCERPT_CHARS,
+    LINE_EVENTS,
+    MAX_LINE_BYTES,
+    _Lines,
+    run_agent,
+)
 from ralph.config import parse_config
 from ralph.proc import ProcessResult
 
@@ -86,8 +93,9 @@ async def test_two_opencode_texts_stay_two_events_when_they_arrive_together(
     apart = await frames(monkeypatch, tmp_path, "opencode",
                          [("stdout", first), ("stdout", second)])
     expected = [{"kind": "text", "content": "proj - Iteration #1 via http://127.0.0.1:1",
-                 "tool": None},
-                {"kind": "text", "content": "EXIT_SIGNAL: true", "tool": None}]
+                 "tool": None, "chars": 42, "log_offset": 0},
+                {"kind": "text", "content": "EXIT_SIGNAL: true", "tool": None, "chars": 17,
+                 "log_offset": len(first)}]
     assert together == apart == expected
 
 
@@ -131,8 +139,9 @@ async def test_every_json_event_is_an_event_of_its_own(monkeypatch: pytest.Monke
 def plain_output() -> bytes:
     """A chatty plain-text agent: more lines than LINE_EVENTS, short ones and long ones."""
     lines = [f"line {i} " + "x" * (i % 300) for i in range(LINE_EVENTS + 5000)]
-    lines[LINE_EVENTS + 10] = "y" * (3 * EVENT_CHARS + 5)  # one line longer than an event
+    lines[LINE_EVENTS + 10] = "y" * (COALESCE_CHARS + 5)  # longer than a joined event
     lines[LINE_EVENTS + 20] = ""
+    lines[7] = "z" * (EXCERPT_CHARS + 1)  # longer than an excerpt
     return ("\n".join(lines) + "\nno newline at the end").encode()
 
 
@@ -148,22 +157,112 @@ async def test_plain_text_gives_the_same_events_however_it_is_read(
 async def test_plain_text_lines_are_events_then_blocks(monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
     """A stream's first LINE_EVENTS lines are an event each (shown as they come); after that
-    lines are joined into events of at most EVENT_CHARS, so megabytes stay few events."""
+    lines are joined into events of at most COALESCE_CHARS, so megabytes stay few events.
+    Each carries the beginning of its text; `chars` and `log_offset` find all of it in the
+    log (here the log is stdout alone)."""
     data = plain_output()
     got = await frames(monkeypatch, tmp_path, "command", [("stdout", data)])
     lines = data.decode().split("\n")
-    assert [f["content"] for f in got[:LINE_EVENTS]] == lines[:LINE_EVENTS]
-    assert all(len(f["content"]) <= EVENT_CHARS and f["kind"] == "text" for f in got)
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    assert [(f["content"], f["chars"], f["log_offset"]) for f in got[:LINE_EVENTS]] == [
+        (line[:EXCERPT_CHARS], len(line), start)
+        for line, start in zip(lines[:LINE_EVENTS], starts, strict=False)]
+    assert got[7]["chars"] == EXCERPT_CHARS + 1 and len(got[7]["content"]) == EXCERPT_CHARS
+    assert all(len(f["content"]) <= EXCERPT_CHARS and f["kind"] == "text" for f in got)
     rest = got[LINE_EVENTS:]
-    assert len(rest) < 5000 // 20  # about 40 of these lines fit in an event
-    assert [len(f["content"]) for f in rest[:6]].count(EVENT_CHARS) == 3  # the long line
-    # Nothing lost, nothing added: the lines come back joined by newlines (the long line's
-    # pieces are consecutive events and join without one).
-    pieces = [f["content"] for f in rest]
-    long_at = pieces.index("y" * EVENT_CHARS)
-    rebuilt = "\n".join([*pieces[:long_at], "".join(pieces[long_at:long_at + 4]),
-                         *pieces[long_at + 4:]])
-    assert rebuilt == "\n".join(lines[LINE_EVENTS:])
+    assert len(rest) < 5000 // 200  # about 400 of these lines fit in an event
+    assert all(f["chars"] <= COALESCE_CHARS for f in rest if f["chars"] != COALESCE_CHARS + 5)
+    # Nothing lost, nothing added: each event's text, read from the log where it says, gives
+    # back the lines joined by newlines.
+    texts = [data[f["log_offset"]:].decode()[:f["chars"]] for f in rest]
+    assert all(f["content"] == text[:EXCERPT_CHARS] for f, text in zip(rest, texts,
+                                                                        strict=True))
+    assert "\n".join(texts) == "\n".join(lines[LINE_EVENTS:])
+    assert "y" * (COALESCE_CHARS + 5) in texts  # the long line is an event of its own
+
+
+def interleave(outputs: dict[str, bytes], seed: int) -> list[tuple[str, bytes]]:
+    """stdout's and stderr's bytes in pipe reads of random sizes, in a random order of the
+    two streams: what the runner and the log see."""
+    rng = random.Random(seed)
+    left = {stream: memoryview(data) for stream, data in outputs.items()}
+    chunks: list[tuple[str, bytes]] = []
+    while any(left.values()):
+        stream = rng.choice([s for s, rest in left.items() if rest])
+        size = rng.choice((1, 3, 50, 700, 5000))
+        chunks.append((stream, bytes(left[stream][:size])))
+        left[stream] = left[stream][size:]
+    return chunks
+
+
+def log_offsets(chunks: list[tuple[str, bytes]], stream: str) -> list[int]:
+    """Where each byte of `stream` is in the log: the oracle for `log_offset`."""
+    where: list[int] = []
+    at = 0
+    for name, chunk in chunks:
+        if name == stream:
+            where.extend(range(at, at + len(chunk)))
+        at += len(chunk)
+    return where
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_log_offsets_with_stderr_interleaved(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path, seed: int) -> None:
+    """Lines of both streams cut into reads of any size and logged in arrival order: each
+    event's `log_offset` is where its line's first byte went, even when its line came in
+    pieces with the other stream's output logged between them."""
+    rng = random.Random(seed)
+    outputs = {stream: "".join(f"{stream} {i} {'é' * rng.randrange(0, 60)}\n"
+                               for i in range(300)).encode() for stream in ("stdout", "stderr")}
+    chunks = interleave(outputs, seed)
+    log = b"".join(chunk for _, chunk in chunks)
+    got = await frames(monkeypatch, tmp_path, "command", chunks)
+    for stream, data in outputs.items():
+        where = log_offsets(chunks, stream)
+        starts = [0] + [i + 1 for i, byte in enumerate(data[:-1]) if byte == ord("\n")]
+        lines = data.decode().split("\n")[:-1]
+        mine = [f for f in got if f["content"].startswith(stream)]
+        assert [(f["content"], f["chars"], f["log_offset"]) for f in mine] == [
+            (line, len(line), where[start]) for line, start in zip(lines, starts, strict=True)]
+        assert all(log[f["log_offset"]] == ord(stream[0]) for f in mine)
+    # Whole reads give the same events: only the offsets of the other stream's lines move.
+    whole_reads = await frames(monkeypatch, tmp_path, "command", list(outputs.items()))
+    assert sorted(f["content"] for f in whole_reads) == sorted(f["content"] for f in got)
+
+
+_BIG_TOOL_RESULT = "\n".join(f"{i:06d} " + "r" * 90 for i in range(600))  # ~58 KB of text
+
+
+def claude_lines() -> list[dict[str, Any]]:
+    return [{"type": "system", "subtype": "init", "session_id": "s", "model": "m"},
+            {"type": "assistant", "message": {"content": [
+                {"type": "text", "text": "Reading the file."},
+                {"type": "tool_use", "name": "Read", "input": {"path": "big.txt"}}]}},
+            {"type": "user", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": _BIG_TOOL_RESULT}]}},
+            {"type": "result", "subtype": "success", "is_error": False, "result": "ok",
+             "session_id": "s"}]
+
+
+async def test_json_events_carry_an_excerpt_and_point_at_their_line(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A claude tool result of 58 KB is one event carrying its first EXCERPT_CHARS; every
+    event points at the start of the JSON line it came from (two blocks of one line: the
+    same line)."""
+    encoded = [(json.dumps(line) + "\n").encode() for line in claude_lines()]
+    data = b"".join(encoded)
+    got = await frames(monkeypatch, tmp_path, "claude", [("stdout", c) for c in at_random(data)])
+    line_at = [sum(len(e) for e in encoded[:i]) for i in range(len(encoded))]
+    assert [(f["kind"], f["tool"], f["log_offset"]) for f in got] == [
+        ("text", None, line_at[1]), ("tool_use", "Read", line_at[1]),
+        ("tool_result", "t1", line_at[2])]
+    result = got[2]
+    assert result["content"] == _BIG_TOOL_RESULT[:EXCERPT_CHARS]
+    assert result["chars"] == len(_BIG_TOOL_RESULT)
+    assert data[result["log_offset"]:].startswith(b'{"type": "user"')
 
 
 _ONE_WRITE = """
@@ -192,9 +291,51 @@ async def test_two_lines_in_one_write_through_a_real_pipe(tmp_path: Path) -> Non
 
 
 def test_a_line_longer_than_the_limit_is_cut_alike_however_it_arrives() -> None:
+    """Each piece starts where its first byte is in the log (here after 5 bytes logged
+    before the run)."""
     line = b"x" * (MAX_LINE_BYTES + 70_000) + b"\n"
-    whole = _Lines().feed(line)
+    whole = _Lines().feed(line, 5)
     pieces = _Lines()
     chunked = [text for i in range(0, len(line), 65_536)
-               for text in pieces.feed(line[i:i + 65_536])]
-    assert [len(p) for p in whole] == [len(p) for p in chunked] == [MAX_LINE_BYTES, 70_000]
+               for text in pieces.feed(line[i:i + 65_536], 5 + i)]
+    assert [(len(p), at) for p, at in whole] == [(len(p), at) for p, at in chunked] == [
+        (MAX_LINE_BYTES, 5), (70_000, 5 + MAX_LINE_BYTES)]
+
+
+_BOTH_STREAMS = """
+import os, sys
+sys.stdin.read()
+for i in range(200):
+    os.write(1 if i % 3 else 2, f"line {i} {'w' * (i * 7)}\\n".encode())
+os.write(1, b"long " + b"L" * 5000 + b"\\n")
+os.write(2, b"no newline at the end")
+"""
+
+
+async def test_log_offsets_in_a_real_log(tmp_path: Path) -> None:
+    """A real process writing to both pipes, and a log that already held something: the log
+    file at each event's `log_offset` holds that event's line. (Each line below 4 KiB is one
+    write, which a pipe never splits; the long line may come in pieces, with stderr logged
+    between them: only its start is checked.)"""
+    script = tmp_path / "both.py"
+    script.write_text(_BOTH_STREAMS)
+    log_path = tmp_path / "agent.log"
+    log_path.write_bytes(b"an earlier run\n")
+    config = parse_config(f"[agents.a]\nargv = {json.dumps([sys.executable, str(script)])}\n")
+    events: list[tuple[str, dict[str, Any]]] = []
+    outcome = await run_agent(config.agent("a"), "prompt", cwd=tmp_path,
+                              prompt_file=tmp_path / "p.md", log_path=log_path,
+                              emit=lambda topic, meta: events.append((topic, meta)))
+    assert outcome.status == "ok"
+    log = log_path.read_bytes()
+    outputs = {meta["content"][:9]: meta for topic, meta in events if topic == "agent.output"}
+    expected = [f"line {i} {'w' * (i * 7)}" for i in range(200)] + ["no newline at the end"]
+    assert len(outputs) == len(expected) + 1
+    for line in expected:
+        meta = outputs[line[:9]]
+        text = log[meta["log_offset"]:meta["log_offset"] + len(line.encode())].decode()
+        assert (meta["content"], meta["chars"], text) == (line[:EXCERPT_CHARS], len(line), line)
+    assert min(meta["log_offset"] for meta in outputs.values()) == len(b"an earlier run\n")
+    long = outputs["long LLLL"]
+    assert (long["content"], long["chars"]) == (("long " + "L" * 5000)[:EXCERPT_CHARS], 5005)
+    assert log[long["log_offset"]:long["log_offset"] + 5] == b"long "

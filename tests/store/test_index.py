@@ -11,7 +11,7 @@ import pytest
 from ralph.store import Store
 from ralph.store.frame import encode_frame, format_ts
 from ralph.store.ids import IdGenerator
-from ralph.store.index import Index
+from ralph.store.index import WAL_KEEP_BYTES, Index
 
 
 def _line(seq: int, topic: str = "t", stream: str = "s") -> bytes:
@@ -179,3 +179,16 @@ def test_a_store_settles_a_permanent_hole(store: Store) -> None:
     store.append("t", {"i": 3}, stream="s3")
     assert [f.meta["i"] for f in store.read()] == [0, 2, 3]
     assert store.last_seq == 4
+
+
+def test_a_large_sync_gives_its_wal_back(store_dir: Path) -> None:
+    """A first sync of many frames writes a WAL as large as what it indexed; it is truncated
+    after the sync rather than kept as a second copy of the index."""
+    with Store(store_dir, durability="never", sync_on_open=False) as writer:
+        for i in range(30_000):
+            writer.append("t", {"i": i, "pad": "p" * 100}, stream=f"s{i % 3}")
+    with Store(store_dir) as reader:  # syncs on open
+        assert reader.last_seq == 30_000
+        wal = store_dir / "index.sqlite-wal"
+        assert (store_dir / "index.sqlite").stat().st_size > WAL_KEEP_BYTES
+        assert not wal.exists() or wal.stat().st_size <= WAL_KEEP_BYTES

@@ -58,19 +58,14 @@ class AgentCommand:
 
 @dataclass(frozen=True)
 class AgentEvent:
-    """One normalised piece of an agent's output (the `agent.output` event's meta)."""
+    """One normalised piece of an agent's output (an `agent.output` event: see
+    `ralph.agents.runner.output_meta`)."""
 
     kind: OutputKind
     content: str
     tool: str | None = None
     said: bool = True  # text the agent said (its answer), not a CLI diagnostic
     delta: bool = False  # continues the previous piece of text (streamed chunks)
-
-    def meta(self) -> dict[str, Any]:
-        meta: dict[str, Any] = {"kind": self.kind, "content": self.content, "tool": self.tool}
-        if self.delta:  # a reader joins it to the text before, as one message
-            meta["delta"] = True
-        return meta
 
 
 @dataclass(frozen=True)

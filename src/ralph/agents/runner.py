@@ -18,6 +18,7 @@ from ralph.agents.base import (
     AgentStatus,
     JsonOutputParser,
     OutputKind,
+    OutputParser,
     Usage,
 )
 from ralph.agents.opencode import OpencodeAdapter
@@ -30,10 +31,17 @@ Emit = Callable[[str, dict[str, Any]], object]  # (topic, meta): appends an even
 # A longer line is passed on in pieces (memory stays bounded). Large enough for a CLI's
 # biggest JSON event (a whole file in a tool result, a long final answer).
 MAX_LINE_BYTES = 8 * 1024 * 1024
-EVENT_CHARS = 8 * 1024  # agent.output events carry at most this much text each
+# agent.output events carry the beginning of their text, this long at most: the log holds
+# all of it (`log_offset` says where), so the store does not hold the output a second time.
+EXCERPT_CHARS = 1000
 # Plain-text lines a stream gives an agent.output event each; later ones are joined into
-# events of up to EVENT_CHARS (see _Framer), so an agent printing megabytes makes few events.
-LINE_EVENTS = 10_000
+# events of up to COALESCE_CHARS of text (see _Framer), so an agent printing hundreds of
+# megabytes makes a few thousand events. An event costs 0.8 KB of store and index for a
+# short line (its fields, its index row), 1.5 KB with EXCERPT_CHARS of text: 10,000 of them
+# cost 8 to 15 MB, which put a chatty agent's 20 MB at 1.4 to 1.7 bytes on disk per byte of
+# output; 1,000 keep it near 1.1 (docs/benchmarks.md, storage).
+LINE_EVENTS = 1_000
+COALESCE_CHARS = 64 * 1024
 TAIL_CHARS = 16 * 1024  # the end of the output kept for classification and signals
 # Anywhere in a line ("Done. EXIT_SIGNAL: true"); the last one said counts.
 _EXIT_SIGNAL = re.compile(r"\bEXIT_SIGNAL\**\s*:\s*\**`?(true|false)\b", re.IGNORECASE)
@@ -60,26 +68,51 @@ class AgentOutcome:
 
 
 class _Lines:
-    """Splits one stream's chunks into lines, holding at most MAX_LINE_BYTES of a line."""
+    """Splits one stream's chunks into lines, holding at most MAX_LINE_BYTES of a line.
+
+    Each line comes with the log offset of its first byte: `feed` is told where its chunk
+    begins in the log. A line begins either where the held piece began (its first byte came
+    in an earlier chunk, perhaps with the other stream's chunks logged in between) or after
+    a newline of this chunk; so is every cut of a long line, since the held piece is never
+    longer than MAX_LINE_BYTES.
+    """
 
     def __init__(self) -> None:
         self._pending = b""
+        self._start = 0  # log offset of the held piece's first byte
 
-    def feed(self, chunk: bytes) -> list[str]:
-        data = self._pending + chunk
+    def feed(self, chunk: bytes, at: int) -> list[tuple[str, int]]:
+        """The lines `chunk` completes, with their log offsets; the log holds `chunk` from
+        byte `at`."""
+        held = len(self._pending)
+        data = self._pending + chunk if held else chunk
         parts = data.split(b"\n")
-        self._pending = parts.pop()
-        while len(self._pending) > MAX_LINE_BYTES:
-            parts.append(self._pending[:MAX_LINE_BYTES])
-            self._pending = self._pending[MAX_LINE_BYTES:]
-        # A complete line is cut at the same places as one still arriving, so that the
-        # pieces never depend on how the pipe delivered it.
-        return [p[i:i + MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r")
-                for p in parts for i in range(0, max(len(p), 1), MAX_LINE_BYTES)]
+        rest = parts.pop()
+        lines: list[tuple[str, int]] = []
+        pos = 0  # in data: data[i] is at log offset at + i - held for i >= held
+        for part in parts:
+            if len(part) <= MAX_LINE_BYTES:
+                lines.append((part.decode("utf-8", "replace").rstrip("\r"),
+                              at + pos - held if pos >= held else self._start))
+            else:  # cut where a line still arriving would be cut, whatever the reads
+                lines += self._cut(part, pos, held, at)
+            pos += len(part) + 1
+        while len(rest) > MAX_LINE_BYTES:
+            lines += self._cut(rest[:MAX_LINE_BYTES], pos, held, at)
+            rest = rest[MAX_LINE_BYTES:]
+            pos += MAX_LINE_BYTES
+        self._start = at + pos - held if pos >= held else self._start
+        self._pending = rest
+        return lines
 
-    def flush(self) -> list[str]:
+    def _cut(self, part: bytes, pos: int, held: int, at: int) -> list[tuple[str, int]]:
+        return [(part[i:i + MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r"),
+                 at + pos + i - held if pos + i >= held else self._start)
+                for i in range(0, len(part), MAX_LINE_BYTES)]
+
+    def flush(self) -> list[tuple[str, int]]:
         rest, self._pending = self._pending, b""
-        return [rest.decode("utf-8", "replace")] if rest else []
+        return [(rest.decode("utf-8", "replace"), self._start)] if rest else []
 
 
 def resolve_program(argv: list[str], agent: ResolvedAgent, hint: str | None) -> None:
@@ -111,31 +144,12 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
                           shown=adapter.attached_argv(command.shown, url, title))
     resolve_program(command.argv, agent, adapter.install_hint)
     parser = adapter.parser()
-    splitters = {"stdout": _Lines(), "stderr": _Lines()}
-    said = _Tail()  # what the agent said (its text): EXIT_SIGNAL, the judge's verdict
-
-    def send(meta: dict[str, Any]) -> None:
-        emit("agent.output", meta)
-
-    framers = {"stdout": _Framer(send), "stderr": _Framer(send)}
-    json_stdout = isinstance(parser, JsonOutputParser)
-
-    def take_lines(stream: str, lines: list[str]) -> None:
-        framer = framers[stream]
-        plain = stream == "stderr" or not json_stdout
-        for line in lines:
-            for event in parser.feed_line(stream, line):
-                # A JSON parser keeps a line that is not its JSON as text the agent did not
-                # say: a plain-text line too.
-                framer.add(event, line=plain or (event.kind == "text" and not event.said))
-                if event.kind == "text" and event.said:
-                    said.add(event.content, continues=event.delta)
-
+    reader = _Reader(parser, emit, _size(log_path))
     heard = [time.monotonic()]  # when the agent last printed something
 
     def on_output(stream: str, chunk: bytes) -> None:
         heard[0] = time.monotonic()
-        take_lines(stream, splitters[stream].feed(chunk))
+        reader.feed(stream, chunk)
 
     emit("agent.started", {"agent": agent.name, "adapter": agent.adapter,
                            "argv": command.shown, "session_id": None})
@@ -152,18 +166,14 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
         raise AgentError(f"agent '{agent.name}': {exc}") from None
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):  # the lines held so far were printed: keep them
-            for framer in framers.values():
-                framer.flush()
+            reader.flush()
         raise
     finally:
         if watch is not None:
             watch.cancel()
-    for stream, splitter in splitters.items():
-        take_lines(stream, splitter.flush())
-    for framer in framers.values():
-        framer.flush()
+    reader.finish()
     verdict = adapter.classify(result.exit_code, parser)
-    text_tail = said.text()
+    text_tail = reader.said.text()
     status: AgentStatus = "timeout" if result.timed_out else verdict.status
     message = f"timed out after {timeout:g} s" if result.timed_out else verdict.message
     usage = _report_usage(emit, priced(parser.usage, parser.model or agent.model, agent),
@@ -206,6 +216,26 @@ async def _warn_of_silence(heard: list[float], first_s: float, emit: Emit) -> No
             wait *= 2
 
 
+def _size(path: Path) -> int:
+    """The size of the log before the run: it is opened for appending."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def output_meta(kind: OutputKind, text: str, tool: str | None, chars: int, log_offset: int,
+                *, delta: bool = False) -> dict[str, Any]:
+    """An `agent.output` event's meta: the beginning of its text (`content`, at most
+    EXCERPT_CHARS), the whole text's length in characters, and the log offset of the raw
+    output it came from; `delta` when the text continues the piece before (streamed)."""
+    meta: dict[str, Any] = {"kind": kind, "content": text[:EXCERPT_CHARS], "tool": tool,
+                            "chars": chars, "log_offset": log_offset}
+    if delta:  # a reader joins it to the text before, as one message
+        meta["delta"] = True
+    return meta
+
+
 def priced(usage: Usage | None, model: str | None, agent: ResolvedAgent) -> Usage | None:
     """Usage with its cost: the CLI's own figure, else from ralph.toml [prices] for the
     model it used; None when neither is known (never a guess)."""
@@ -216,6 +246,57 @@ def priced(usage: Usage | None, model: str | None, agent: ResolvedAgent) -> Usag
         return usage
     return replace(usage, cost_usd=price.cost(usage.input_tokens, usage.output_tokens,
                                               usage.cached_tokens or 0))
+
+
+class _Reader:
+    """The agent's output as it arrives: split into lines that know their log offsets, parsed
+    into the CLI's events, framed as `agent.output` events; what the agent said is kept for
+    its signals.
+
+    proc's log writer appends every chunk to the log in the order it hands the chunks to
+    `on_output`, stdout and stderr alike: a chunk's place in the log is the log's size before
+    the run plus the bytes of the chunks before it.
+    """
+
+    def __init__(self, parser: OutputParser, emit: Emit, log_start: int) -> None:
+        self.said = _Tail()  # what the agent said (its text): EXIT_SIGNAL, the judge's verdict
+        self._parser = parser
+        self._json_stdout = isinstance(parser, JsonOutputParser)
+        self._logged = log_start
+        self._splitters = {"stdout": _Lines(), "stderr": _Lines()}
+
+        def send(meta: dict[str, Any]) -> None:
+            emit("agent.output", meta)
+
+        self._framers = {"stdout": _Framer(send), "stderr": _Framer(send)}
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        at = self._logged
+        self._logged += len(chunk)
+        self._take(stream, self._splitters[stream].feed(chunk, at))
+
+    def _take(self, stream: str, lines: list[tuple[str, int]]) -> None:
+        framer = self._framers[stream]
+        plain = stream == "stderr" or not self._json_stdout
+        for line, offset in lines:
+            for event in self._parser.feed_line(stream, line):
+                # A JSON parser keeps a line that is not its JSON as text the agent did not
+                # say: a plain-text line too.
+                framer.add(event, offset,
+                           line=plain or (event.kind == "text" and not event.said))
+                if event.kind == "text" and event.said:
+                    self.said.add(event.content, continues=event.delta)
+
+    def finish(self) -> None:
+        """The output ended: frame what is left of unfinished lines and held lines."""
+        for stream, splitter in self._splitters.items():
+            self._take(stream, splitter.flush())
+        self.flush()
+
+    def flush(self) -> None:
+        """Send the lines held to be joined."""
+        for framer in self._framers.values():
+            framer.flush()
 
 
 class _Tail:
@@ -255,51 +336,58 @@ class _Framer:
       piece of text) is a frame of its own, never joined with another;
     - so is each plain-text line (the command adapter's output, stderr, a line that is not
       the CLI's JSON), up to LINE_EVENTS lines of the stream; after that consecutive lines
-      of one kind are held and joined (by newlines) into frames of at most EVENT_CHARS, sent
-      when the next line would not fit, when something else comes on the stream, or at the
-      end: an agent that prints megabytes gives a few thousand frames, not millions;
-    - text longer than EVENT_CHARS is cut into EVENT_CHARS pieces, one frame each.
+      of one kind are held and joined (by newlines) into frames of at most COALESCE_CHARS,
+      sent when the next line would not fit, when something else comes on the stream, or at
+      the end: an agent that prints hundreds of megabytes gives a few thousand frames;
+    - a frame carries the beginning of its text (EXCERPT_CHARS at most), its length
+      (`chars`) and where its raw output begins in the log (`log_offset`; for joined lines,
+      where the first one begins): the log holds the rest.
 
-    Memory: at most EVENT_CHARS characters held.
+    Memory: at most EXCERPT_CHARS characters held.
     """
 
     def __init__(self, send: Callable[[dict[str, Any]], object]) -> None:
         self._send = send
         self._lines = 0  # plain-text lines framed one by one
-        self._held: list[str] = []
+        self._held = 0  # lines held to be joined
         self._held_chars = 0  # of the held lines joined by newlines
+        self._held_excerpt = ""  # the beginning of that text
+        self._held_offset = 0
         self._held_kind: tuple[OutputKind, str | None] = ("text", None)
 
-    def add(self, event: AgentEvent, *, line: bool) -> None:
-        """Frame `event`; `line`: it is a plain-text line, not an event of the CLI's JSON."""
-        if line and self._lines >= LINE_EVENTS and len(event.content) <= EVENT_CHARS:
-            self._hold(event)
+    def add(self, event: AgentEvent, offset: int, *, line: bool) -> None:
+        """Frame `event`, whose raw output begins at `offset` of the log; `line`: it is a
+        plain-text line, not an event of the CLI's JSON."""
+        if line and self._lines >= LINE_EVENTS and len(event.content) <= COALESCE_CHARS:
+            self._hold(event, offset)
             return
         self._lines += line
         self.flush()
-        if len(event.content) <= EVENT_CHARS:
-            self._send(event.meta())
-        else:
-            for i in range(0, len(event.content), EVENT_CHARS):
-                self._send(AgentEvent(event.kind, event.content[i:i + EVENT_CHARS],
-                                      event.tool).meta())
+        self._send(output_meta(event.kind, event.content, event.tool, len(event.content),
+                               offset, delta=event.delta))
 
-    def _hold(self, event: AgentEvent) -> None:
+    def _hold(self, event: AgentEvent, offset: int) -> None:
         kind = (event.kind, event.tool)
         if self._held and (kind != self._held_kind
-                           or self._held_chars + 1 + len(event.content) > EVENT_CHARS):
+                           or self._held_chars + 1 + len(event.content) > COALESCE_CHARS):
             self.flush()
         if self._held:
             self._held_chars += 1
-        self._held_kind = kind
-        self._held.append(event.content)
+            if len(self._held_excerpt) < EXCERPT_CHARS:
+                self._held_excerpt = (self._held_excerpt + "\n"
+                                      + event.content[:EXCERPT_CHARS])[:EXCERPT_CHARS]
+        else:
+            self._held_kind = kind
+            self._held_offset = offset
+            self._held_excerpt = event.content[:EXCERPT_CHARS]
+        self._held += 1
         self._held_chars += len(event.content)
 
     def flush(self) -> None:
         """Send the held lines, if any, as one frame."""
         if self._held:
             kind, tool = self._held_kind
-            text = "\n".join(self._held)
-            self._held.clear()
-            self._held_chars = 0
-            self._send(AgentEvent(kind, text, tool).meta())
+            self._send(output_meta(kind, self._held_excerpt, tool, self._held_chars,
+                                   self._held_offset))
+            self._held = self._held_chars = 0
+            self._held_excerpt = ""

@@ -35,7 +35,7 @@ def add(
     store: StoreOption = None,
 ) -> None:
     """Add a note and print it as JSON."""
-    with open_store(store) as opened:
+    with open_store(store, create=True) as opened:
         note = add_note(opened, note_type.value, text, session=name, iteration=iteration)
     write_json_line(note.to_dict())
 

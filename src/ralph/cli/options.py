@@ -20,9 +20,10 @@ StoreOption = Annotated[
 ]
 
 
-def open_store(path: Path | None, *, sync_on_open: bool = True) -> Store:
+def open_store(path: Path | None, *, sync_on_open: bool = True, create: bool = False) -> Store:
     """The store at `path` (see StoreOption); `sync` and `rebuild` open it without syncing so
-    that what they report is their own work."""
+    that what they report is their own work. Only commands that write pass `create`: a
+    command that reads finds a missing store empty and leaves no `.ralph/store` behind."""
     from ralph.store import Store
 
-    return Store(store_path(path), sync_on_open=sync_on_open)
+    return Store(store_path(path), sync_on_open=sync_on_open, create=create)

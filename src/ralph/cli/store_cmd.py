@@ -42,7 +42,7 @@ def append(
 ) -> None:
     """Append a frame (content from stdin when piped) and print it."""
     meta_obj = parse_meta_json(meta) if meta is not None else None
-    with open_store(store) as opened:
+    with open_store(store, create=True) as opened:
         frame = opened.append(topic, meta_obj, content=_stdin_content(), stream=stream)
     write_json_line(frame.to_dict())
 

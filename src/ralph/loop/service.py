@@ -143,9 +143,11 @@ class LoopService:
 
     @property
     def store(self) -> Store:
-        """The project's event store, opened on first use (`status` never needs it)."""
+        """The project's event store, opened on first use (`status` never needs it); created
+        by the first event appended, so that a face that only looks (a bridge asked for its
+        status) leaves no `.ralph/store` behind."""
         if self._store is None:
-            self._store = Store(self.paths.store)
+            self._store = Store(self.paths.store, create=False)
         return self._store
 
     async def aclose(self) -> None:

@@ -4,6 +4,12 @@
 to run from several processes at once: each sync is one write transaction that reads the
 offsets inside it. The watermark is the highest seq up to which every frame is indexed; reads
 stop there, so a reader never sees frame N+1 before frame N, whatever stream each lives in.
+
+The index holds a frame's meta only when it is small (META_INLINE_BYTES of JSON at most):
+agent output excerpts, gate receipts and the like would otherwise be stored twice, once in
+the stream file and once here. A larger meta is NULL in the table and read from the frame's
+line in its stream file (at the row's `byte_offset`) when the frame is read, so the frames a
+query returns are the same either way; reading small frames never touches a stream file.
 """
 
 from __future__ import annotations
@@ -25,11 +31,18 @@ import orjson
 from ralph.store.errors import StoreError
 from ralph.store.frame import Frame, LineError, decode_line, format_ts
 from ralph.store.fsio import write_error
-from ralph.store.streams import list_streams
+from ralph.store.streams import LineReader, StaleOffsetError, list_streams
 
 log = logging.getLogger("ralph.store")
 
-SCHEMA_VERSION = 1
+# 2: `meta` is NULL when it is larger than META_INLINE_BYTES (read from the stream file).
+# An index of another version is rebuilt from the stream files (it is a cache).
+SCHEMA_VERSION = 2
+META_INLINE_BYTES = 1024
+# A sync writes every page it changes to the WAL, which keeps its size (a second copy of what
+# the sync wrote) until it is reset; past this size it is given back after a sync.
+WAL_KEEP_BYTES = 4 * 1024 * 1024
+_BUSY_TIMEOUT_MS = 60_000
 _READ_CHUNK = 4 * 1024 * 1024
 _INSERT_BATCH = 5000
 _EXCERPT = 200
@@ -41,7 +54,7 @@ CREATE TABLE IF NOT EXISTS frames (
     ts TEXT NOT NULL,
     topic TEXT NOT NULL,
     stream TEXT NOT NULL,
-    meta TEXT NOT NULL,
+    meta TEXT,
     hash TEXT,
     byte_offset INTEGER NOT NULL
 );
@@ -75,7 +88,8 @@ DROP INDEX IF EXISTS frames_topic;
 DROP INDEX IF EXISTS frames_stream;
 DROP INDEX IF EXISTS frames_ts;
 """
-_COLUMNS = "seq, id, ts, topic, stream, meta, hash"
+_COLUMNS = "seq, id, ts, topic, stream, meta, hash, byte_offset"
+Row = tuple[Any, ...]
 
 T = TypeVar("T")
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
@@ -117,17 +131,25 @@ class TopicQuery:
         return topic.startswith(self.value) if self.prefix else topic == self.value
 
 
-def row_to_frame(row: tuple[Any, ...]) -> Frame:
-    seq, frame_id, ts, topic, stream, meta, hash_ = row
-    return Frame(id=frame_id, seq=seq, ts=ts, topic=topic, stream=stream,
-                                 meta=orjson.loads(meta), hash=hash_)
+class OtherSchemaError(sqlite3.DatabaseError):
+    """The index file was written with another schema version: it is rebuilt."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"the index has schema {version}, this version of Ralph uses "
+                         f"{SCHEMA_VERSION}")
 
 
 def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
     text = str(exc).lower()
-    return type(exc) is sqlite3.DatabaseError or any(
+    return type(exc) in (sqlite3.DatabaseError, OtherSchemaError) or any(
         marker in text for marker in ("malformed", "not a database", "no such table")
     )
+
+
+def _inline_meta(meta: dict[str, Any]) -> str | None:
+    """What the index keeps of a meta: its JSON when small, else None (read from the line)."""
+    data = orjson.dumps(meta)
+    return data.decode() if len(data) <= META_INLINE_BYTES else None
 
 
 class Index:
@@ -182,14 +204,15 @@ class Index:
     def _connect_locked(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                   timeout=60)
+                                   timeout=_BUSY_TIMEOUT_MS / 1000)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
             conn.execute("PRAGMA cache_size=-16000")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
                 conn.close()
-                raise sqlite3.DatabaseError(f"index schema {version} is not {SCHEMA_VERSION}")
+                raise OtherSchemaError(version)
             conn.executescript(_TABLES + _INDEXES)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.OperationalError as exc:
@@ -228,8 +251,11 @@ class Index:
             except sqlite3.DatabaseError as exc:
                 if not _is_corruption(exc):
                     raise self._store_error(exc) from None
-                log.warning("the store index is corrupt (%s); rebuilding it from the stream "
-                            "files", exc)
+                if isinstance(exc, OtherSchemaError):
+                    log.warning("%s; rebuilding it from the stream files", exc)
+                else:
+                    log.warning("the store index is corrupt (%s); rebuilding it from the "
+                                "stream files", exc)
                 try:
                     self._recreate()
                     return action()
@@ -292,7 +318,24 @@ class Index:
         with self._write() as conn:
             frames, errors = self._index_pending(conn, progress)
             watermark, max_seq = self._advance_watermark(conn, settle_upto)
+        self._trim_wal()
         return SyncResult(frames, errors, watermark, max_seq)
+
+    def _trim_wal(self) -> None:
+        """Give back the WAL's space after a sync that made it large (a first sync of many
+        frames, a rebuild), instead of keeping it until the next sync resets the WAL (which
+        `journal_size_limit` then trims). Never waits: if another process is reading or
+        writing the index right now, the next reset trims it."""
+        if _file_size(Path(f"{self.path}-wal")) <= WAL_KEEP_BYTES or self._conn is None:
+            return
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError as exc:  # busy or locked: another time
+            log.debug("could not trim the index's WAL now: %s", exc)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
 
     def _pending(self, conn: sqlite3.Connection) -> list[tuple[str, Path, int, int, int]]:
         """(stream, path, size, inode, offset to read from) of every stream with new bytes.
@@ -416,8 +459,8 @@ class Index:
                     except LineError as exc:
                         bad.append(self._error_row(stream, line_start, line, str(exc)))
                     else:
-                        rows.append((seq, frame_id, ts, topic, stream,
-                                     orjson.dumps(meta).decode(), hash_, line_start))
+                        rows.append((seq, frame_id, ts, topic, stream, _inline_meta(meta),
+                                     hash_, line_start))
                 line_start += len(line) + 1
             pos = line_start
             if len(rows) >= _INSERT_BATCH:
@@ -490,6 +533,7 @@ class Index:
             frames, errors = self._index_pending(conn, progress)
             _run_script(conn, _INDEXES)
             watermark, max_seq = self._advance_watermark(conn, None)
+        self._trim_wal()
         return SyncResult(frames, errors, watermark, max_seq)
 
     def reindex_streams(self, names: list[str]) -> None:
@@ -531,13 +575,51 @@ class Index:
         sql = (f"SELECT {_COLUMNS} FROM frames WHERE {' AND '.join(where)} "
                f"ORDER BY seq {order} LIMIT ?")
         args.append(limit)
-        rows = self._guarded(lambda: self._conn_checked().execute(sql, args).fetchall())
-        return [row_to_frame(row) for row in rows]
+        return self._frames(lambda: self._conn_checked().execute(sql, args).fetchall())
 
     def get(self, frame_id: str) -> Frame | None:
-        row = self._guarded(lambda: self._conn_checked().execute(
-            f"SELECT {_COLUMNS} FROM frames WHERE id = ?", (frame_id,)).fetchone())
-        return None if row is None else row_to_frame(row)
+        frames = self._frames(lambda: self._conn_checked().execute(
+            f"SELECT {_COLUMNS} FROM frames WHERE id = ?", (frame_id,)).fetchall())
+        return frames[0] if frames else None
+
+    def _frames(self, query: Callable[[], list[Row]]) -> list[Frame]:
+        """The frames of the rows `query` selects (`_COLUMNS`), metas the index does not hold
+        read from the stream files.
+
+        A row's byte offset is stale when its stream file was rewritten (a gc, perhaps by
+        another process) after the row was read: then the index catches up with the files
+        and the query runs again.
+        """
+        rows = self._guarded(query)
+        try:
+            return self._to_frames(rows)
+        except StaleOffsetError:
+            pass
+        self.sync()
+        rows = self._guarded(query)
+        try:
+            return self._to_frames(rows)
+        except StaleOffsetError as exc:
+            raise StoreError(f"{exc}: the index does not match the stream files; run "
+                             "`ralph store rebuild`") from None
+
+    def _to_frames(self, rows: list[Row]) -> list[Frame]:
+        reader: LineReader | None = None
+        frames = []
+        try:
+            for seq, frame_id, ts, topic, stream, meta, hash_, offset in rows:
+                if meta is not None:
+                    value = orjson.loads(meta)
+                else:
+                    if reader is None:
+                        reader = LineReader(self.streams_root)
+                    value = reader.meta(stream, offset, seq, frame_id)
+                frames.append(Frame(id=frame_id, seq=seq, ts=ts, topic=topic, stream=stream,
+                                    meta=value, hash=hash_))
+        finally:
+            if reader is not None:
+                reader.close()
+        return frames
 
     def errors(self) -> list[ParseError]:
         rows = self._guarded(lambda: self._conn_checked().execute(
@@ -579,6 +661,13 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
             conn.execute(statement)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _now_ms() -> float:

@@ -24,6 +24,7 @@ from ralph.store.head import write_seq_floor
 from ralph.store.streams import stream_path
 
 if TYPE_CHECKING:
+    from ralph.store.index import Index
     from ralph.store.store import Store
 
 RETENTION_FILE = "retention.json"
@@ -124,12 +125,15 @@ class GcReport:
 def collect_garbage(store: Store, rules: list[Rule], *, dry_run: bool = False,
                     now_ms: int | None = None) -> GcReport:
     """Apply `rules`; with dry_run, only count what would go."""
-    writer, index, cas = store._writer, store._index, store._cas
+    files = store._opened()
+    if files is None:  # a store that does not exist holds nothing to collect
+        return GcReport(0, 0, 0, 0, dry_run)
+    writer, index, cas = files.writer, files.index, store._cas
     now = int(time.time() * 1000) if now_ms is None else now_ms
     with writer.locked():
         last = writer.verify_locked()
         index.sync(settle_upto=last)
-        doomed = _expired(store, rules, now)
+        doomed = _expired(index, rules, now)
         removed = sum(len(seqs) for seqs in doomed.values())
         freed = 0
         if not dry_run and doomed:
@@ -163,9 +167,8 @@ def collect_garbage(store: Store, rules: list[Rule], *, dry_run: bool = False,
     return GcReport(removed, len(doomed), len(orphans), freed, dry_run)
 
 
-def _expired(store: Store, rules: list[Rule], now_ms: int) -> dict[str, set[int]]:
+def _expired(index: Index, rules: list[Rule], now_ms: int) -> dict[str, set[int]]:
     """The seqs each policy lets go, grouped by stream."""
-    index = store._index
     doomed: dict[str, set[int]] = {}
     for topic, _count in index.topics():
         rule = rule_for(topic, rules)

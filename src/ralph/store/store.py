@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -18,6 +19,7 @@ from ralph.store.errors import (
     FrameNotFoundError,
     InvalidContentError,
     InvalidQueryError,
+    StoreError,
     StoreNotWritableError,
 )
 from ralph.store.frame import (
@@ -39,6 +41,18 @@ from ralph.store.writer import DURABILITY_MODES, Durability, Writer
 
 _PAGE = 1000
 _VALID_NAMES_CACHE = 4096
+_NOTHING_SYNCED = SyncResult(0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class _Files:
+    """What an opened store holds open: the append path and the index."""
+
+    writer: Writer
+    index: Index
+
+
+_EMPTY_COUNTS = {"frames": 0, "streams": 0, "topics": 0, "parse_errors": 0, "watermark": 0}
 
 
 class Store:
@@ -47,11 +61,16 @@ class Store:
     Layout: `streams/<stream>.jsonl` (the truth), `cas/` (content by sha256), `index.sqlite`
     (a cache over all streams), `head` (the append lock and the last seq). Safe to use from
     several threads and several processes at once.
+
+    `create=False` is for readers: a store whose directory does not exist reads as empty and
+    is not created (a path that cannot be a store, such as a file, is still an error); it is
+    opened when it appears (another process's first append) or when this Store appends to
+    it, so that commands that only look never leave a `.ralph/store` behind.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "batch",
                  batch_interval_ms: int = 20, max_lag: int = 10_000,
-                 sync_on_open: bool = True) -> None:
+                 sync_on_open: bool = True, create: bool = True) -> None:
         if durability not in DURABILITY_MODES:
             raise ValueError(f"durability must be one of {', '.join(DURABILITY_MODES)}")
         if max_lag < 1:
@@ -59,6 +78,23 @@ class Store:
         self.path = Path(path)
         self.durability = durability
         self.max_lag = max_lag
+        self._batch_interval_ms = batch_interval_ms
+        self._sync_on_open = sync_on_open
+        self._cas = ContentStore(self.path / "cas", sync_writes=durability == "always")
+        self._valid_topics: set[str] = set()
+        self._valid_streams: set[str] = set()
+        self._hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
+        self._hubs_lock = threading.Lock()
+        # (head bytes, watermark) of the last sync: one tuple, so threads never see a mix.
+        self._synced: tuple[bytes, int] | None = None
+        self._files: _Files | None = None
+        self._open_lock = threading.Lock()
+        self._closed = False
+        if create or not _missing(self.path):
+            self._files = self._open()
+
+    def _open(self) -> _Files:
+        """Create what is missing of the store's layout and open its files."""
         streams_root = self.path / "streams"
         try:
             streams_root.mkdir(parents=True, exist_ok=True)
@@ -66,24 +102,52 @@ class Store:
         except OSError as exc:
             raise StoreNotWritableError(
                 f"cannot create the store at {self.path}: {exc.strerror}") from None
-        self._cas = ContentStore(self.path / "cas", sync_writes=durability == "always")
-        self._writer = Writer(self.path, self._cas, durability, batch_interval_ms)
-        self._index = Index(self.path / "index.sqlite", streams_root)
-        self._valid_topics: set[str] = set()
-        self._valid_streams: set[str] = set()
-        self._hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
-        self._hubs_lock = threading.Lock()
-        # (head bytes, watermark) of the last sync: one tuple, so threads never see a mix.
-        self._synced: tuple[bytes, int] | None = None
+        writer = Writer(self.path, self._cas, self.durability, self._batch_interval_ms)
+        index = Index(self.path / "index.sqlite", streams_root)
+        files = _Files(writer, index)
         try:
-            self._writer.settle()  # closes a torn tail left by a writer that died
-            self._index.open()
-            if sync_on_open:  # records a torn tail found above, and whatever else is new
-                self.refresh()
+            writer.settle()  # closes a torn tail left by a writer that died
+            index.open()
+            if self._sync_on_open:  # records a torn tail found above, and whatever else is new
+                self._sync(files, writer.peek_head())
         except BaseException:
-            self._writer.close()
-            self._index.close()
+            writer.close()
+            index.close()
             raise
+        return files
+
+    def _opened(self) -> _Files | None:
+        """The open files; None while a `create=False` store does not exist."""
+        files = self._files
+        if files is not None:
+            return files
+        if self._closed:
+            raise StoreError("the store is closed")
+        if _missing(self.path):
+            return None
+        return self._open_once()
+
+    def _for_writing(self) -> _Files:
+        """The open files, creating the store if it does not exist yet."""
+        files = self._files
+        if files is not None:
+            return files
+        if self._closed:
+            raise StoreError("the store is closed")
+        return self._open_once()
+
+    def _open_once(self) -> _Files:
+        with self._open_lock:
+            if self._closed:  # closed by another thread meanwhile: open nothing any more
+                raise StoreError("the store is closed")
+            if self._files is None:
+                self._files = self._open()
+            return self._files
+
+    @property
+    def exists(self) -> bool:
+        """False while a `create=False` store's directory does not exist."""
+        return self._opened() is not None
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -104,8 +168,9 @@ class Store:
         except UnicodeEncodeError as exc:
             raise InvalidContentError(f"content is not valid text: {exc.reason} at character "
                                       f"{exc.start}") from None
+        writer = (self._files or self._for_writing()).writer
         hash_ = None if data is None else self._cas.put(data)
-        done = self._writer.append(topic, stream, meta_json, hash_, data)
+        done = writer.append(topic, stream, meta_json, hash_, data)
         for hub in list(self._hubs.values()):
             hub.notify()
         return Frame(id=done.id, seq=done.seq, ts=done.ts, topic=topic,
@@ -120,41 +185,51 @@ class Store:
         still being written by another process) it waits for in-flight appends and syncs again,
         so readers always see a gapless prefix of the log.
         """
-        raw = self._writer.peek_head()
+        files = self._opened()
+        if files is None:
+            return 0
+        raw = files.writer.peek_head()
         synced = self._synced
         if synced is not None and synced[0] == raw:
             return synced[1]
-        return self._sync(raw).watermark
+        return self._sync(files, raw).watermark
 
     def sync(self, progress: Progress | None = None) -> SyncResult:
         """Index everything appended since the last sync (what reads do implicitly).
 
         `progress(done, total)` is called with the bytes read so far.
         """
-        return self._sync(self._writer.peek_head(), progress)
+        files = self._opened()
+        if files is None:
+            return _NOTHING_SYNCED
+        return self._sync(files, files.writer.peek_head(), progress)
 
-    def _sync(self, raw: bytes, progress: Progress | None = None) -> SyncResult:
+    def _sync(self, files: _Files, raw: bytes, progress: Progress | None = None) -> SyncResult:
         head = Head.decode(raw)
-        result = self._index.sync(progress=progress)
+        result = files.index.sync(progress=progress)
         if result.max_seq > result.watermark or (head is not None
                                                  and result.watermark < head.seq):
-            last, raw = self._writer.settle()
-            result = self._index.sync(settle_upto=last)
+            last, raw = files.writer.settle()
+            result = files.index.sync(settle_upto=last)
         self._synced = (raw, result.watermark)
         return result
 
     def rebuild(self, progress: Progress | None = None) -> SyncResult:
         """Recreate the index from the stream files."""
-        rebuilt = self._index.rebuild(progress)
-        synced = self._sync(self._writer.peek_head())
+        files = self._opened()
+        if files is None:
+            return _NOTHING_SYNCED
+        rebuilt = files.index.rebuild(progress)
+        synced = self._sync(files, files.writer.peek_head())
         return SyncResult(rebuilt.frames + synced.frames, rebuilt.errors + synced.errors,
                           synced.watermark, synced.max_seq)
 
     def get(self, frame_id: str) -> Frame:
         """The frame with this id; FrameNotFoundError if there is none."""
         self.refresh()
+        files = self._opened()
         # A SCRU128 id is ASCII; anything else (undecodable bytes from argv) cannot name one.
-        frame = self._index.get(frame_id) if frame_id.isascii() else None
+        frame = files.index.get(frame_id) if files is not None and frame_id.isascii() else None
         if frame is None:
             raise FrameNotFoundError(f"no frame with id {frame_id!r}")
         return frame
@@ -164,8 +239,20 @@ class Store:
         _check_count("n", n, minimum=1)
         query = TopicQuery(*topic_filter(topic))
         upto = self.refresh()
-        frames = self._index.page(topic=query, upto=upto, limit=n, newest_first=True)
+        frames = self._page(topic=query, upto=upto, limit=n, newest_first=True)
         return frames[::-1]
+
+    def _page(self, *, topic: TopicQuery | None = None, stream: str | None = None,
+              after_seq: int = 0, upto: int | None = None, since: str | None = None,
+              until: str | None = None, limit: int = 1000, newest_first: bool = False
+              ) -> list[Frame]:
+        """One page of the index (see Index.page); none while the store does not exist."""
+        files = self._opened()
+        if files is None:
+            return []
+        return files.index.page(topic=topic, stream=stream, after_seq=after_seq, upto=upto,
+                                since=since, until=until, limit=limit,
+                                newest_first=newest_first)
 
     def read(self, topic: str | None = None, stream: str | None = None,
              after_seq: int | None = None, limit: int | None = None,
@@ -193,8 +280,8 @@ class Store:
         left = limit
         while left is None or left > 0:
             size = _PAGE if left is None else min(_PAGE, left)
-            frames = self._index.page(topic=query, stream=stream, after_seq=cursor, upto=upto,
-                                      since=since, until=until, limit=size)
+            frames = self._page(topic=query, stream=stream, after_seq=cursor, upto=upto,
+                                since=since, until=until, limit=size)
             yield from frames
             if len(frames) < size:
                 return
@@ -251,11 +338,13 @@ class Store:
     def errors(self) -> list[ParseError]:
         """Lines of the stream files that are not frames (skipped, never dropped silently)."""
         self.refresh()
-        return self._index.errors()
+        files = self._opened()
+        return [] if files is None else files.index.errors()
 
     def stats(self) -> dict[str, Any]:
         self.refresh()
-        counts = self._index.counts()
+        files = self._opened()
+        counts = dict(_EMPTY_COUNTS) if files is None else files.index.counts()
         stream_bytes = sum(_size(p) for p in (self.path / "streams").rglob("*.jsonl"))
         blobs = list(self._cas.hashes())
         index_bytes = sum(_size(p) for p in self.path.glob("index.sqlite*"))
@@ -268,7 +357,7 @@ class Store:
             "content_objects": len(blobs),
             "content_bytes": sum(size for _, size in blobs),
             "index_bytes": index_bytes,
-            "torn_tails_repaired": self._writer.repairs,
+            "torn_tails_repaired": 0 if files is None else files.writer.repairs,
         }
 
     def gc(self, rules: list[Rule] | None = None, *, dry_run: bool = False) -> GcReport:
@@ -277,7 +366,9 @@ class Store:
 
     def flush(self) -> None:
         """fsync everything appended so far, whatever the durability setting."""
-        self._writer.flush()
+        files = self._opened()
+        if files is not None:
+            files.writer.flush()
 
     def close(self) -> None:
         for hub in list(self._hubs.values()):
@@ -285,8 +376,12 @@ class Store:
                 hub.loop.call_soon_threadsafe(hub.close)
             else:
                 hub.close()
-        self._writer.close()
-        self._index.close()
+        with self._open_lock:
+            self._closed = True
+            files = self._files
+        if files is not None:
+            files.writer.close()
+            files.index.close()
 
     def __enter__(self) -> Store:
         return self
@@ -294,6 +389,18 @@ class Store:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _missing(path: Path) -> bool:
+    """True if nothing is at `path`. A path that cannot be a store (a file, or below one)
+    is not missing: opening it reports why."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _size(path: Path) -> int:

@@ -124,7 +124,7 @@ class Subscription:
         upto = hub.pushed_upto
         limit = min(PAGE, self._max_buffer)
         frames = await asyncio.to_thread(
-            self._store._index.page,
+            self._store._page,
             topic=self._topic, stream=self._stream, after_seq=self.cursor, upto=upto,
             limit=limit)
         if self._closed:
@@ -184,6 +184,14 @@ class Hub:
 
     async def _watch(self, head: Path) -> None:
         """Wake on every change of the head file: appends by other processes."""
+        while not head.exists():
+            # A store not created yet (a reader's `create=False`): look for it once per
+            # safety poll; an append through this Store wakes the hub at once anyway.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), _SAFETY_POLL_MS / 1000)
+            if self._stop.is_set():
+                return
+            self._wake.set()
         try:
             async for _changes in watchfiles.awatch(
                 head, watch_filter=None, debounce=20, step=1, stop_event=self._stop,
@@ -208,7 +216,7 @@ class Hub:
                         self.pushed_upto = watermark
                         break
                     frames = await asyncio.to_thread(
-                        self._store._index.page,
+                        self._store._page,
                         after_seq=self.pushed_upto, upto=watermark, limit=PAGE)
                     for frame in frames:
                         for sub in list(self.live):
