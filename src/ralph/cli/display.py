@@ -67,7 +67,7 @@ class RunDisplay:
 
     def showed(self, message: str) -> bool:
         """True if this display already printed `message` as an error."""
-        return message in self._errors
+        return message in self._errors or message in self.renderer.shown
 
     def close(self) -> None:
         self._show(None, self.renderer.flush())

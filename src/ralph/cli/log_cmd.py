@@ -103,7 +103,8 @@ class _View:
             show_lines(self.console, frame.ts, self.renderer.feed(frame))
             if frame.topic == "run.stopped" and frame.meta.get("mode") == "run":
                 show_lines(self.console, frame.ts, self.renderer.flush())
-                self.console.print(summary_table(frame.meta))
+                shown = frame.meta.get("message") in self.renderer.shown
+                self.console.print(summary_table(frame.meta, with_message=not shown))
 
 
 async def _follow(store: Store, view: _View, cursor: int, run_id: str | None) -> None:

@@ -182,7 +182,8 @@ def run(agent: AgentOption = None,
     if outcome.reason == "error" and (display is None or not display.showed(outcome.message)):
         error_line(outcome.message)
     if display is not None:
-        display.console.print(summary_table(outcome.model_dump(mode="json")))
+        display.console.print(summary_table(outcome.model_dump(mode="json"),
+                                            with_message=not display.showed(outcome.message)))
     if json:
         write_json(outcome.model_dump(mode="json"))
     if outcome.reason == "complete":

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from ralph.agents.summary import tool_summary
 from ralph.cli.output import exit_text, terminal_safe
@@ -63,6 +64,7 @@ class EventRenderer:
         self._in_run = 0
         self._streaming: list[str] = []  # streamed text (deltas) not yet ended by a newline
         self._stream_role: str | None = None
+        self.shown: set[str] = set()  # reasons and errors shown: the run's end says them once
 
     def feed(self, frame: Frame) -> list[Line]:
         meta = frame.meta
@@ -108,7 +110,8 @@ class EventRenderer:
         if meta.get("mode") == "step" and reason != "error":
             return []  # the iteration's own line said how the step went
         phrase = _STOP_PHRASES.get(reason, reason)
-        said = f" ({terminal_safe(message)})" if message and message != phrase else ""
+        said = (f" ({terminal_safe(message)})"
+                if message and message != phrase and message not in self.shown else "")
         done = (f"; {meta['done']}/{meta['total']} tasks done"
                 if meta.get("done") is not None and meta.get("total") is not None else "")
         return [Line(f"run ended: {phrase}{said}{done}", "bold")]
@@ -128,6 +131,7 @@ class EventRenderer:
             verdict, style = "verified done", "green"
         else:
             verdict, style = str(meta.get("status", "not_done")).replace("_", " "), "yellow"
+        self.shown.add(str(meta.get("reason") or ""))
         reason = terminal_safe(str(meta.get("reason") or ""))
         if reason.startswith(verdict):  # "stopped before the iteration finished"
             verdict, reason = reason, ""
@@ -274,16 +278,18 @@ class EventRenderer:
         return [Line(f"warning: {terminal_safe(str(meta.get('message')))}", "yellow")]
 
     def _on_loop_error(self, meta: dict[str, Any]) -> list[Line]:
+        self.shown.add(str(meta.get("message")))
         return [Line(f"error: {terminal_safe(str(meta.get('message')))}", "red", 1)]
 
 
-def summary_table(figures: dict[str, Any]) -> Table:
+def summary_table(figures: dict[str, Any], *, with_message: bool = True) -> Table:
     """The end of a run in a table: tasks, iterations, duration, tokens and cost per agent,
-    and why it stopped (`figures`: a RunOutcome's fields, or a `run.stopped` event's)."""
+    and why it stopped (`figures`: a RunOutcome's fields, or a `run.stopped` event's).
+    `with_message=False` leaves out the stop's message (shown just before: an error)."""
     reason = str(figures.get("reason"))
-    table = Table(title=f"run {figures.get('run_id', '')}: "
-                        f"{_STOP_PHRASES.get(reason, reason)}", title_justify="left",
-                  show_header=True)
+    phrase = _STOP_PHRASES.get(reason, reason)
+    table = Table(title=Text(f"run {figures.get('run_id', '')}: {phrase}"),
+                  title_justify="left", show_header=True)
     table.add_column("")
     table.add_column("tokens in", justify="right")
     table.add_column("tokens out", justify="right")
@@ -298,9 +304,12 @@ def summary_table(figures: dict[str, Any]) -> Table:
     tasks = (f"{figures.get('done', 0)} done, {figures.get('blocked', 0)} blocked, "
              f"{figures.get('open', 0)} open of {figures.get('total', 0)}")
     iterations = figures.get("iterations")
-    table.caption = (f"tasks: {tasks}; iterations: {iterations if iterations is not None else '-'}"
-                     f"; duration: {duration_text(float(figures.get('duration_seconds') or 0))}"
-                     f"; stopped: {terminal_safe(str(figures.get('message') or reason))}")
+    message = str(figures.get("message") or "")
+    why = terminal_safe(message) if with_message and message else phrase
+    table.caption = Text(
+        f"tasks: {tasks}; iterations: {iterations if iterations is not None else '-'}; "
+        f"duration: {duration_text(float(figures.get('duration_seconds') or 0))}; "
+        f"stopped: {why}")
     table.caption_justify = "left"
     return table
 
