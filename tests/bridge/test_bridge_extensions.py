@@ -305,7 +305,7 @@ def test_a_blocked_task_an_event_and_in_status(project: Project) -> None:
     assert result["blocked"] is True and finished["blocked"] is True
     assert set(blocked) == BLOCKED_FIELDS
     assert (blocked["runId"], blocked["task_id"]) == (finished["runId"], "1")
-    assert blocked["reason"].startswith("1 attempts failed; last: ")
+    assert blocked["reason"].startswith("1 attempt failed; last: ")
     assert set(status) >= STATUS_DOCUMENTED
     assert status["blocked"] == [{"task_id": "1", "title": "First task",
                                   "reason": blocked["reason"]}]

@@ -104,6 +104,8 @@ async def test_a_reviewers_no_reaches_the_retry(project: Project) -> None:
     section = last_attempt_section(prompt_of(project, "1", 2))
     assert "- Ralph did not verify it: the reviewer said BLOCK." in section
     assert "- The reviewer said no: the reviewer said BLOCK" in section
+    # In its own words too.
+    assert "It wrote:\n  > review looked at the change\n  > BLOCK" in section
     assert section.index("Ralph did not verify it") < section.index("The reviewer said no")
 
 
@@ -116,6 +118,7 @@ async def test_a_judges_no_reaches_the_retry(project: Project) -> None:
     await step_with_events(project)
     section = last_attempt_section(prompt_of(project, "1", 2))
     assert "- The judge said no: the judge said JUDGE_SIGNAL: false" in section
+    assert "  > judge looked at the change" in section
 
 
 async def test_an_agent_that_failed_is_told_so(project: Project) -> None:
@@ -210,7 +213,7 @@ async def test_notes_too_long_for_the_budget_are_counted_not_called_none(
         add_note(store, "learning", "a note that cannot fit")
     await step_with_events(project)
     section = _notes_section(prompt_of(project, "1", 1))
-    assert "- (1 older notes not shown)" in section
+    assert "- (1 older note not shown)" in section
     assert "(none yet)" not in section  # there is a note: it did not fit
 
 

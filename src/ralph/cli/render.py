@@ -19,6 +19,7 @@ from rich.text import Text
 from ralph.agents.summary import tool_summary
 from ralph.cli.output import exit_text, terminal_safe
 from ralph.store import Frame
+from ralph.wording import counted
 
 RESULT_LINES = 3  # of a tool's result, with --verbose
 RESULT_CHARS = 300
@@ -90,8 +91,10 @@ class EventRenderer:
         self._max_iterations = meta.get("maxIterations")
         if meta.get("mode") == "step":
             return [Line(f"step {meta.get('run_id')} with agent {meta.get('agent')}", "bold")]
+        limit = self._max_iterations
+        up_to = counted(limit, "iteration") if isinstance(limit, int) else f"{limit} iterations"
         return [Line(f"run {meta.get('run_id')} with agent {meta.get('agent')}, up to "
-                     f"{self._max_iterations} iterations", "bold")]
+                     f"{up_to}", "bold")]
 
     def _on_run_paused(self, meta: dict[str, Any]) -> list[Line]:
         return [Line("run paused: it goes on after `ralph resume`", "yellow")]

@@ -52,6 +52,7 @@ from ralph.notes import list_notes
 from ralph.store import Store
 from ralph.store.frame import format_ts
 from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
+from ralph.wording import counted, every_task
 
 log = logging.getLogger("ralph.loop")
 
@@ -64,13 +65,9 @@ MAX_GATE_NOTES = 3  # failing gates shown
 FEEDBACK_TAIL_LINES = 40  # of each one's output
 FEEDBACK_TAIL_CHARS = 3000
 LAST_WORDS_CHARS = 1500  # of the agent's own last message
+CHECK_WORDS_CHARS = 1500  # of what a judge or reviewer that said no wrote
 NOTE_CHARS = 3500  # one note
 NOTES_CHARS = 12000  # all of them
-
-
-def every_task(n: int) -> str:
-    """"the task is" / "all 3 tasks are", for messages about every task."""
-    return "the only task is" if n == 1 else f"all {n} tasks are"
 
 
 def now_ts() -> str:
@@ -344,14 +341,10 @@ class Iteration:
             result = await self._check("judge", task, rec)
             rec.judge_ok = result.ok
             rec.reason = result.reason
-            if result.reason:
-                rec.checks_said.append(f"The judge said no: {result.reason}")
         if rec.reason is None and ctx.config.review.enabled:
             result = await self._check("review", task, rec)
             rec.review_ok = result.ok
             rec.reason = result.reason
-            if result.reason:
-                rec.checks_said.append(f"The reviewer said no: {result.reason}")
         rec.verified = rec.reason is None
         rec.status = "done" if rec.verified else "not_done"
 
@@ -375,6 +368,11 @@ class Iteration:
         outcome = await runner._agent(prompt, prompt_file, ctx.paths.log(rec.iteration, f".{role}"),
                                       role, rec)
         result = judge_verdict(outcome) if role == "judge" else review_verdict(outcome)
+        if not result.ok:  # the next attempt hears why, in the checker's own words
+            who = "The judge" if role == "judge" else "The reviewer"
+            words = outcome.tail.strip()[-CHECK_WORDS_CHARS:]
+            rec.checks_said.append(f"{who} said no: {result.reason}."
+                                   + (f" It wrote:\n{_quote(words)}" if words else ""))
         self.emit(f"{role}.finished", {"ok": result.ok, "reason": result.reason,
                                        "agent": checker.name, "exit_code": outcome.exit_code})
         return result
@@ -396,7 +394,8 @@ class Iteration:
             task_state.notes = self._notes_for_next_attempt(rec)
             task_state.failures += 1
             if task_state.failures >= ctx.config.loop.max_attempts_per_task:
-                reason = (f"{task_state.failures} attempts failed; last: {rec.reason}")
+                reason = (f"{counted(task_state.failures, 'attempt')} failed; last: "
+                          f"{rec.reason}")
                 self._mark(tracker, task, "blocked", reason)
                 task_state.blocked = reason
                 rec.blocked = True

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ralph.notes import NOTE_TYPES, Note
 from ralph.tracker import Task
+from ralph.wording import counted
 
 _TRUNCATED = "\n[... truncated to fit the prompt budget ...]\n"
 
@@ -143,6 +144,6 @@ def notes_section(notes: Sequence[Note], *, budget: int, add_command: str) -> st
     if not notes:
         lines.append("- (none yet)")
     if shown < len(notes):
-        lines.append(f"- ({len(notes) - shown} older notes not shown)")
+        lines.append(f"- ({counted(len(notes) - shown, 'older note')} not shown)")
     lines += ["", how]
     return "\n".join(lines)

@@ -35,7 +35,6 @@ from ralph.loop.iteration import (
     RUNTIME,
     Iteration,
     LoopContext,
-    every_task,
     last_iteration,
     newly_done,
     note_progress,
@@ -75,6 +74,7 @@ from ralph.store import Store
 from ralph.store.ids import IdGenerator
 from ralph.store.streams import stream_path
 from ralph.tracker import Task, next_task
+from ralph.wording import counted, every_task
 
 T = TypeVar("T")
 log = logging.getLogger("ralph.loop")
@@ -364,7 +364,8 @@ class LoopService:
                 return ("no_progress", "no task can move: every remaining task is blocked or "
                         "waits on a blocked one", count)
             if count >= limit:
-                return "max_iterations", f"reached the limit of {limit} iterations", count
+                return ("max_iterations",
+                        f"reached the limit of {counted(limit, 'iteration')}", count)
             try:
                 result = await self._iterate(ctx, run_id, agent, emit)
             except asyncio.CancelledError:
