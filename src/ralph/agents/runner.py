@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -16,7 +17,6 @@ from ralph.agents.base import (
     AgentError,
     AgentEvent,
     AgentStatus,
-    JsonOutputParser,
     OutputKind,
     OutputParser,
     Usage,
@@ -26,6 +26,7 @@ from ralph.agents.program import check_program
 from ralph.config import ResolvedAgent
 from ralph.proc import ProcessError, run_process
 
+log = logging.getLogger("ralph.agents")
 Emit = Callable[[str, dict[str, Any]], object]  # (topic, meta): appends an event to the run
 
 # A longer line is passed on in pieces (memory stays bounded). Large enough for a CLI's
@@ -34,14 +35,15 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 # agent.output events carry the beginning of their text, this long at most: the log holds
 # all of it (`log_offset` says where), so the store does not hold the output a second time.
 EXCERPT_CHARS = 1000
-# Plain-text lines a stream gives an agent.output event each; later ones are joined into
-# events of up to COALESCE_CHARS of text (see _Framer), so an agent printing hundreds of
-# megabytes makes a few thousand events. An event costs 0.8 KB of store and index for a
-# short line (its fields, its index row), 1.5 KB with EXCERPT_CHARS of text: 10,000 of them
-# cost 8 to 15 MB, which put a chatty agent's 20 MB at 1.4 to 1.7 bytes on disk per byte of
-# output; 1,000 keep it near 1.1 (docs/benchmarks.md, storage).
+# Events (the CLI's events, plain lines) a stream gives an agent.output event each; later
+# ones are joined by kind into events of up to COALESCE_CHARS of text (see _Framer), so an
+# agent printing hundreds of megabytes makes a few thousand events. An event costs 0.8 KB of
+# store and index for a short line (its fields, its index row), 1.5 KB with EXCERPT_CHARS of
+# text: 10,000 of them cost 8 to 15 MB, which put a chatty agent's 20 MB at 1.4 to 1.7 bytes
+# on disk per byte of output; 1,000 keep it near 1.1 (docs/benchmarks.md, storage).
 LINE_EVENTS = 1_000
 COALESCE_CHARS = 64 * 1024
+HOLD_S = 0.5  # held text waits at most about this long before it is sent
 TAIL_CHARS = 16 * 1024  # the end of the output kept for classification and signals
 # Anywhere in a line ("Done. EXIT_SIGNAL: true"); the last one said counts.
 _EXIT_SIGNAL = re.compile(r"\bEXIT_SIGNAL\**\s*:\s*\**`?(true|false)\b", re.IGNORECASE)
@@ -154,8 +156,10 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
     emit("agent.started", {"agent": agent.name, "adapter": agent.adapter,
                            "argv": command.shown, "session_id": None})
     timeout = timeout_s if timeout_s is not None else agent.timeout_seconds
-    watch = (asyncio.get_running_loop().create_task(
-        _warn_of_silence(heard, silence_warning_s, emit)) if silence_warning_s > 0 else None)
+    loop = asyncio.get_running_loop()
+    helpers = [loop.create_task(reader.flush_when_old())]
+    if silence_warning_s > 0:
+        helpers.append(loop.create_task(_warn_of_silence(heard, silence_warning_s, emit)))
     try:
         result = await run_process(command.argv, cwd=cwd,
                                    env={**(context_env or {}), **agent.env, **command.env},
@@ -169,8 +173,8 @@ async def run_agent(agent: ResolvedAgent, prompt: str, *, cwd: Path, prompt_file
             reader.flush()
         raise
     finally:
-        if watch is not None:
-            watch.cancel()
+        for helper in helpers:
+            helper.cancel()
     reader.finish()
     verdict = adapter.classify(result.exit_code, parser)
     text_tail = reader.said.text()
@@ -212,7 +216,10 @@ async def _warn_of_silence(heard: list[float], first_s: float, emit: Emit) -> No
             continue
         silent = time.monotonic() - since
         if silent >= wait:
-            emit("agent.silent", {"seconds": round(silent, 1), "next_warning_s": wait * 2})
+            try:
+                emit("agent.silent", {"seconds": round(silent, 1), "next_warning_s": wait * 2})
+            except Exception as exc:  # the store failed: the agent's run goes on regardless
+                log.warning("could not record the agent's silence: %s", exc)
             wait *= 2
 
 
@@ -261,7 +268,6 @@ class _Reader:
     def __init__(self, parser: OutputParser, emit: Emit, log_start: int) -> None:
         self.said = _Tail()  # what the agent said (its text): EXIT_SIGNAL, the judge's verdict
         self._parser = parser
-        self._json_stdout = isinstance(parser, JsonOutputParser)
         self._logged = log_start
         self._splitters = {"stdout": _Lines(), "stderr": _Lines()}
 
@@ -277,13 +283,9 @@ class _Reader:
 
     def _take(self, stream: str, lines: list[tuple[str, int]]) -> None:
         framer = self._framers[stream]
-        plain = stream == "stderr" or not self._json_stdout
         for line, offset in lines:
             for event in self._parser.feed_line(stream, line):
-                # A JSON parser keeps a line that is not its JSON as text the agent did not
-                # say: a plain-text line too.
-                framer.add(event, offset,
-                           line=plain or (event.kind == "text" and not event.said))
+                framer.add(event, offset)
                 if event.kind == "text" and event.said:
                     self.said.add(event.content, continues=event.delta)
 
@@ -294,9 +296,17 @@ class _Reader:
         self.flush()
 
     def flush(self) -> None:
-        """Send the lines held to be joined."""
+        """Send the text held to be joined."""
         for framer in self._framers.values():
             framer.flush()
+
+    async def flush_when_old(self) -> None:
+        """Until cancelled: send held text once it is HOLD_S old, so that an agent whose
+        output is being joined is still seen as it works."""
+        while True:
+            await asyncio.sleep(HOLD_S / 2)
+            for framer in self._framers.values():
+                framer.flush_if_older(HOLD_S)
 
 
 class _Tail:
@@ -326,65 +336,73 @@ def _exit_signal(text: str) -> bool | None:
 
 
 class _Framer:
-    """One output stream's events as `agent.output` frames, decided by the output alone.
+    """One output stream's events as `agent.output` frames.
 
-    A pipe read holds whatever has arrived by then: two lines printed a moment apart come in
-    one read on a busy machine and in two on an idle one. So nothing here depends on which
-    lines came together, and the same output always gives the same frames:
-
-    - each event of the CLI (a JSON event: a message, a tool call or result, a streamed
-      piece of text) is a frame of its own, never joined with another;
-    - so is each plain-text line (the command adapter's output, stderr, a line that is not
-      the CLI's JSON), up to LINE_EVENTS lines of the stream; after that consecutive lines
-      of one kind are held and joined (by newlines) into frames of at most COALESCE_CHARS,
-      sent when the next line would not fit, when something else comes on the stream, or at
-      the end: an agent that prints hundreds of megabytes gives a few thousand frames;
-    - a frame carries the beginning of its text (EXCERPT_CHARS at most), its length
-      (`chars`) and where its raw output begins in the log (`log_offset`; for joined lines,
-      where the first one begins): the log holds the rest.
+    - The first LINE_EVENTS events of a stream are a frame each: an event of the CLI (a JSON
+      event: a message, a tool call or result, a streamed piece of text) or a plain-text
+      line (the command adapter's output, stderr, a line that is not the CLI's JSON). Which
+      lines a pipe read happened to bring together never matters.
+    - After that, consecutive events of one kind (and tool) are held and joined (lines by
+      newlines, streamed pieces as they are) into frames of at most COALESCE_CHARS, sent
+      when the next one would not fit, when another kind comes, when the held text is
+      HOLD_S old (`flush_if_older`: the live view and the editors still see it as it
+      happens), or at the end. A tool call is always a frame of its own. An agent that
+      prints hundreds of megabytes, or tens of thousands of tiny streamed pieces, gives a
+      few thousand frames.
+    - A frame carries the beginning of its text (EXCERPT_CHARS at most), its length
+      (`chars`) and where its raw output begins in the log (`log_offset`; for joined
+      events, where the first one begins): the log holds the rest.
 
     Memory: at most EXCERPT_CHARS characters held.
     """
 
     def __init__(self, send: Callable[[dict[str, Any]], object]) -> None:
         self._send = send
-        self._lines = 0  # plain-text lines framed one by one
-        self._held = 0  # lines held to be joined
-        self._held_chars = 0  # of the held lines joined by newlines
+        self._events = 0  # events framed one by one
+        self._held = 0  # events held to be joined
+        self._held_chars = 0  # of the held text, joined
         self._held_excerpt = ""  # the beginning of that text
         self._held_offset = 0
+        self._held_since = 0.0
         self._held_kind: tuple[OutputKind, str | None] = ("text", None)
 
-    def add(self, event: AgentEvent, offset: int, *, line: bool) -> None:
-        """Frame `event`, whose raw output begins at `offset` of the log; `line`: it is a
-        plain-text line, not an event of the CLI's JSON."""
-        if line and self._lines >= LINE_EVENTS and len(event.content) <= COALESCE_CHARS:
+    def add(self, event: AgentEvent, offset: int) -> None:
+        """Frame `event`, whose raw output begins at `offset` of the log."""
+        if (self._events >= LINE_EVENTS and event.kind != "tool_use"
+                and len(event.content) <= COALESCE_CHARS):
             self._hold(event, offset)
             return
-        self._lines += line
+        self._events += 1
         self.flush()
         self._send(output_meta(event.kind, event.content, event.tool, len(event.content),
                                offset, delta=event.delta))
 
     def _hold(self, event: AgentEvent, offset: int) -> None:
         kind = (event.kind, event.tool)
-        if self._held and (kind != self._held_kind
-                           or self._held_chars + 1 + len(event.content) > COALESCE_CHARS):
+        joiner = "" if event.delta else "\n"
+        if self._held and (kind != self._held_kind or self._held_chars + len(joiner)
+                           + len(event.content) > COALESCE_CHARS):
             self.flush()
         if self._held:
-            self._held_chars += 1
+            self._held_chars += len(joiner)
             if len(self._held_excerpt) < EXCERPT_CHARS:
-                self._held_excerpt = (self._held_excerpt + "\n"
+                self._held_excerpt = (self._held_excerpt + joiner
                                       + event.content[:EXCERPT_CHARS])[:EXCERPT_CHARS]
         else:
             self._held_kind = kind
             self._held_offset = offset
+            self._held_since = time.monotonic()
             self._held_excerpt = event.content[:EXCERPT_CHARS]
         self._held += 1
         self._held_chars += len(event.content)
 
+    def flush_if_older(self, age_s: float) -> None:
+        """Send the held text if it has waited `age_s` or longer."""
+        if self._held and time.monotonic() - self._held_since >= age_s:
+            self.flush()
+
     def flush(self) -> None:
-        """Send the held lines, if any, as one frame."""
+        """Send the held text, if any, as one frame."""
         if self._held:
             kind, tool = self._held_kind
             self._send(output_meta(kind, self._held_excerpt, tool, self._held_chars,

@@ -66,8 +66,9 @@ class OutputCoalescer:
         # An event carries an excerpt of a long text (`chars` says how long): the rest is
         # in the log, and said to be skipped like what goes over the budget.
         if kind != "tool_use":
-            excerpt = len(str(meta.get("content") or ""))
-            self._skipped += max(0, int(meta.get("chars") or 0) - excerpt)
+            chars = meta.get("chars")
+            if isinstance(chars, int):
+                self._skipped += max(0, chars - len(str(meta.get("content") or "")))
         if not self._parts:
             self._since = self._clock()
             self._ts = frame.ts

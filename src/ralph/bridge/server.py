@@ -15,6 +15,8 @@ import logging
 import signal
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ralph.bridge.coalesce import FLUSH_S, OutputCoalescer
 from ralph.bridge.methods import build_registry, now
 from ralph.bridge.models import BridgeStarted, BridgeStopped, _Event
@@ -22,7 +24,7 @@ from ralph.bridge.projection import TOPICS, project
 from ralph.config import load_config
 from ralph.loop import LoopService
 from ralph.rpc import Dispatcher, NdjsonServer, Writer, stdio_streams
-from ralph.store import Subscription
+from ralph.store import Frame, Subscription
 
 log = logging.getLogger("ralph.bridge")
 _STOP_WAIT_S = 10.0
@@ -88,15 +90,24 @@ class Bridge:
         try:
             async for frame in frames:
                 async with lock:
-                    if frame.topic == "agent.output":
-                        await output.add(frame)
-                    elif frame.topic in TOPICS:
-                        event = project(frame)
-                        if event is not None:
-                            await output.flush()
-                            await self._send(event)
+                    try:
+                        await self._forward_one(frame, output)
+                    except (ValidationError, TypeError, ValueError, KeyError) as exc:
+                        # Anyone may append to a run's stream: an odd frame is skipped (and
+                        # said on stderr), the events after it still reach the client.
+                        log.warning("bridge: frame %s (%s) cannot be an event: %s",
+                                    frame.seq, frame.topic, str(exc).splitlines()[0])
         finally:
             ticker.cancel()
+
+    async def _forward_one(self, frame: Frame, output: OutputCoalescer) -> None:
+        if frame.topic == "agent.output":
+            await output.add(frame)
+        elif frame.topic in TOPICS:
+            event = project(frame)
+            if event is not None:
+                await output.flush()
+                await self._send(event)
 
     async def _flush_when_due(self, output: OutputCoalescer, lock: asyncio.Lock) -> None:
         while True:

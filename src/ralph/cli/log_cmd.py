@@ -59,15 +59,17 @@ def log(run: Annotated[str | None, typer.Option(
     try:
         with Store(paths.store) as store:
             run_id = run if run is not None else _latest_run(store)
+            # One cut for both: what the history shows is up to `cursor`, what --follow
+            # shows comes after it (never a frame twice, never one missed).
             cursor = store.last_seq
             if run_id is not None:
-                frames = list(store.read(stream=run_stream(run_id)))
-                if not frames and run is not None:
+                shown = view.show(f for f in store.read(stream=run_stream(run_id))
+                                  if f.seq <= cursor)
+                if not shown and run is not None:
                     error_line(f"no run {run!r} in {paths.store} (`ralph log` shows the "
                                "latest; run ids start with run_)")
                     raise typer.Exit(1)
-                view.show(frames)
-                if run is not None and _ended(frames):
+                if run is not None and view.ended:
                     return
             elif not follow:
                 typer.echo("no run recorded yet", err=True)
@@ -89,14 +91,19 @@ class _View:
         from ralph.cli.render import EventRenderer
 
         self.json = json
+        self.ended = False  # a run.stopped was shown
         self.renderer = EventRenderer(verbose=verbose)
         self.console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
 
-    def show(self, frames: Iterable[Frame]) -> None:
+    def show(self, frames: Iterable[Frame]) -> int:
+        """Show `frames`; how many there were."""
         from ralph.cli.display import show_lines
         from ralph.cli.render import summary_table
 
+        count = 0
         for frame in frames:
+            count += 1
+            self.ended = self.ended or frame.topic == "run.stopped"
             if self.json:
                 write_json_line(frame.to_dict())
                 continue
@@ -105,6 +112,7 @@ class _View:
                 show_lines(self.console, frame.ts, self.renderer.flush())
                 shown = frame.meta.get("message") in self.renderer.shown
                 self.console.print(summary_table(frame.meta, with_message=not shown))
+        return count
 
 
 async def _follow(store: Store, view: _View, cursor: int, run_id: str | None) -> None:
@@ -124,7 +132,3 @@ async def _follow(store: Store, view: _View, cursor: int, run_id: str | None) ->
 def _latest_run(store: Store) -> str | None:
     started = store.last("run.started")
     return str(started[0].meta.get("run_id")) if started else None
-
-
-def _ended(frames: list[Frame]) -> bool:
-    return any(f.topic == "run.stopped" for f in frames)

@@ -76,7 +76,12 @@ class EventRenderer:
         if not delta and self._streaming:
             lines += self.flush()
         if handler is not None:
-            lines += handler(meta)
+            try:
+                lines += handler(meta)
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                # Anyone may append to a run's stream: an odd event is said, never fatal.
+                lines.append(Line(f"{terminal_safe(frame.topic)}: an event that cannot be "
+                                  f"shown ({type(exc).__name__})", "dim", 1))
         return lines
 
     def flush(self) -> list[Line]:
@@ -103,9 +108,10 @@ class EventRenderer:
         return [Line("run resumed", "yellow")]
 
     def _on_control_applied(self, meta: dict[str, Any]) -> list[Line]:
-        by = meta.get("by") or "another process"
+        by = terminal_safe(str(meta.get("by") or "another process"))[:100]
+        action = terminal_safe(str(meta.get("action")))[:20]
         done = "" if meta.get("ok") else " (nothing to do)"
-        return [Line(f"{meta.get('action')} asked by {by}{done}", "yellow")]
+        return [Line(f"{action} asked by {by}{done}", "yellow")]
 
     def _on_run_stopped(self, meta: dict[str, Any]) -> list[Line]:
         reason = str(meta.get("reason"))
@@ -297,28 +303,39 @@ def summary_table(figures: dict[str, Any], *, with_message: bool = True) -> Tabl
     table.add_column("tokens in", justify="right")
     table.add_column("tokens out", justify="right")
     table.add_column("cost", justify="right")
-    agents: dict[str, Any] = figures.get("agents") or {}
-    for name, spend in sorted(agents.items()):
-        table.add_row(f"agent {name}", f"{spend.get('tokens_in', 0):,}",
-                      f"{spend.get('tokens_out', 0):,}", _cost(spend.get("cost_usd")))
-    table.add_row("all agents", f"{figures.get('tokens_in') or 0:,}",
-                  f"{figures.get('tokens_out') or 0:,}", _cost(figures.get("cost_usd")),
+    agents = figures.get("agents")
+    for name, value in sorted(agents.items() if isinstance(agents, dict) else []):
+        spend = value if isinstance(value, dict) else {}
+        table.add_row(Text(f"agent {terminal_safe(str(name))}"),
+                      f"{_int(spend.get('tokens_in')):,}",
+                      f"{_int(spend.get('tokens_out')):,}", _cost(spend.get("cost_usd")))
+    table.add_row("all agents", f"{_int(figures.get('tokens_in')):,}",
+                  f"{_int(figures.get('tokens_out')):,}", _cost(figures.get("cost_usd")),
                   style="bold")
-    tasks = (f"{figures.get('done', 0)} done, {figures.get('blocked', 0)} blocked, "
-             f"{figures.get('open', 0)} open of {figures.get('total', 0)}")
+    tasks = (f"{_int(figures.get('done'))} done, {_int(figures.get('blocked'))} blocked, "
+             f"{_int(figures.get('open'))} open of {_int(figures.get('total'))}")
     iterations = figures.get("iterations")
     message = str(figures.get("message") or "")
     why = terminal_safe(message) if with_message and message else phrase
     table.caption = Text(
         f"tasks: {tasks}; iterations: {iterations if iterations is not None else '-'}; "
-        f"duration: {duration_text(float(figures.get('duration_seconds') or 0))}; "
+        f"duration: {duration_text(_float(figures.get('duration_seconds')))}; "
         f"stopped: {why}")
     table.caption_justify = "left"
     return table
 
 
 def _cost(value: Any) -> str:
-    return f"${float(value):.4f}" if value is not None else "-"
+    return f"${value:.4f}" if isinstance(value, int | float) else "-"
+
+
+def _int(value: Any) -> int:
+    """A count from an event (0 when it is not one: anyone may append to a stream)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _who(meta: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from ralph.errors import RalphError
 from ralph.loop.events import EventSink, run_stream
+from ralph.loop.lock import ProjectLock
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
 
@@ -36,7 +37,7 @@ ControlAction = Literal["stop", "pause", "resume"]
 CONTROL_ACTIONS: tuple[ControlAction, ...] = ("stop", "pause", "resume")
 CONTROL_POLL_S = 0.25  # how often a run looks for requests: the latency of a remote stop
 ANSWER_WAIT_S = 10.0  # how long a requester waits for the run's answer
-FULL_CHECK_POLLS = 20  # the store is read at least this often (in polls) without a bell
+FULL_CHECK_POLLS = 240  # without a bell, the store is read once a minute (a failed touch)
 _ids = IdGenerator()
 
 
@@ -69,12 +70,21 @@ async def ask(store: Store, run_id: str, action: ControlAction, doorbell: Path, 
                 paused = bool(answer.meta.get("paused"))
                 return ControlReply(ok=ok, run_id=run_id, paused=paused,
                                     message=describe(action, run_id, ok=ok))
+        if _ended(store, stream, frame.seq) or not ProjectLock(doorbell).is_held_elsewhere():
+            # It ended before it read the request (a stop needs nothing more).
+            return ControlReply(ok=False, run_id=run_id, paused=False,
+                                message=f"run {run_id} has ended")
         if time.monotonic() >= deadline:
             return ControlReply(ok=False, run_id=run_id, paused=False, answered=False,
                                 message=f"asked run {run_id} to {action}, but it did not "
                                         f"answer within {wait_s:g} s (is its process "
                                         "stopped or busy?)")
         await asyncio.sleep(0.05)
+
+
+def _ended(store: Store, stream: str, after_seq: int) -> bool:
+    return any(True for _ in store.read(topic="run.stopped", stream=stream,
+                                        after_seq=after_seq, limit=1))
 
 
 def describe(action: ControlAction, run_id: str, *, ok: bool) -> str:
@@ -130,10 +140,11 @@ class ControlFollower:
         for frame in frames:
             self._cursor = frame.seq
             action = frame.meta.get("action")
-            if action not in CONTROL_ACTIONS:
-                ok, paused = False, False
-            else:
+            if action in CONTROL_ACTIONS:
                 ok, paused = self._apply(action)
+            else:  # anyone may append to the stream: echo nothing it says but the id
+                action, ok, paused = "unknown", False, False
+            by = frame.meta.get("by")
             self._emit("control.applied", {"request_id": frame.meta.get("request_id"),
                                            "action": action, "ok": ok, "paused": paused,
-                                           "by": frame.meta.get("by")})
+                                           "by": str(by)[:100] if by is not None else None})

@@ -32,22 +32,31 @@ class EventSink:
         self.store = store
         self.run_id = run_id
         self.stream = run_stream(run_id)
-        self.observer = observer  # e.g. the terminal display: sees every event as appended
+        # e.g. the terminal display: sees every event as appended. In a box shared with the
+        # tagged copies, so that a display that failed is let go by all of them.
+        self._observer: list[Observer | None] = [observer]
         self.tags = tags or {}  # added to every event's meta (the iteration, a role)
+
+    @property
+    def observer(self) -> Observer | None:
+        return self._observer[0]
 
     def tagged(self, **tags: Any) -> EventSink:
         """The same sink, adding `tags` to each event's meta: an iteration's events carry
         its number, a judge's or reviewer's agent events their role."""
-        return EventSink(self.store, self.run_id, self.observer, {**self.tags, **tags})
+        sink = EventSink(self.store, self.run_id, None, {**self.tags, **tags})
+        sink._observer = self._observer
+        return sink
 
     def __call__(self, topic: str, meta: dict[str, Any],
                  content: bytes | str | None = None) -> Frame:
         frame = self.store.append(topic, {"run_id": self.run_id, **self.tags, **meta},
                                   content=content, stream=self.stream)
-        if self.observer is not None:
+        observer = self._observer[0]
+        if observer is not None:
             try:
-                self.observer(frame)
+                observer(frame)
             except Exception as exc:  # a display that cannot write (a closed terminal) stops
                 log.warning("the run's display stopped: %s", exc)  # nothing else
-                self.observer = None
+                self._observer[0] = None
         return frame

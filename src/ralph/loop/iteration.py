@@ -623,7 +623,8 @@ class Iteration:
     def _session_notes(self) -> str:
         """The notes section of the prompt: what agents and people left with `ralph notes`
         (a store that cannot be read leaves it out, with a warning)."""
-        budget = self.ctx.config.loop.notes_chars
+        # At most a quarter of the prompt's budget: the memory needs room too.
+        budget = min(self.ctx.config.loop.notes_chars, self.ctx.config.loop.context_chars // 4)
         if budget <= 0:
             return ""
         try:

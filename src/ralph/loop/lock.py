@@ -50,6 +50,13 @@ class ProjectLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    def holder(self) -> int | None:
+        """The pid the holder wrote into the lock file (None if it cannot be read)."""
+        try:
+            return int(self.path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
     def is_held_elsewhere(self) -> bool:
         """True if another process (or another ProjectLock here) holds the lock now."""
         if self._fd is not None:

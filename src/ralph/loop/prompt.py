@@ -29,9 +29,11 @@ NOTE_CHARS = 4000  # each note about the last attempt, at most (they come bounde
 
 
 def anchor(task: Task, branch: str | None, git_status: str,
-           notes: Sequence[str] = (), gates: Sequence[str] | None = None) -> str:
+           notes: Sequence[str] = (), gates: Sequence[str] | None = None,
+           notes_budget: int | None = None) -> str:
     """The part of the prompt about this iteration's task: what it is, the tree, the gates
-    that will judge it, and what went wrong in the last attempt at it."""
+    that will judge it, and what went wrong in the last attempt at it (as many whole notes
+    as fit in `notes_budget` characters, most useful first)."""
     lines = ["## Your task for this iteration", "",
              f"- Task id: {task.id}", f"- Title: {task.title}", f"- Kind: {task.kind}"]
     if task.acceptance:
@@ -55,7 +57,13 @@ def anchor(task: Task, branch: str | None, git_status: str,
                          "task done")
     if notes:
         lines += ["", "### Your last attempt at this task", ""]
-        lines += ["- " + note[:NOTE_CHARS].replace("\n", "\n  ") for note in notes]
+        left = notes_budget if notes_budget is not None else sum(map(len, notes)) + 1
+        for note in notes:
+            item = "- " + note[:NOTE_CHARS].replace("\n", "\n  ")
+            if len(item) > left:
+                break
+            lines.append(item)
+            left -= len(item) + 1
     lines += ["", "Work on this task only. Ralph runs the gates and decides whether it is done."]
     return "\n".join(lines)
 
@@ -74,7 +82,10 @@ def build_prompt(template: str, task: Task, *, branch: str | None, git_status: s
     """Assemble the prompt; if it exceeds `budget` characters, shed memory in this order:
     the oldest progress, then the PRD's end, then FEEDBACK.md's, then AGENTS.md's.
     `session_notes`: the notes section (see `notes_section`), bounded by its caller."""
-    head = (template.rstrip() + "\n\n" + anchor(task, branch, git_status, notes, gates)
+    # What went wrong last time takes at most a quarter of the budget: the memory too needs
+    # room (the notes come most useful first, so the first ones stay).
+    head = (template.rstrip() + "\n\n"
+            + anchor(task, branch, git_status, notes, gates, notes_budget=budget // 4)
             + "\n" + (f"\n{session_notes.rstrip()}\n" if session_notes else ""))
     progress_name = f"{memory.progress_name} (most recent)"
     texts = {
@@ -120,6 +131,7 @@ def _tail_lines(text: str, limit: int) -> str:
 
 
 NOTES_HEADING = "## Notes from earlier iterations (newest first)"
+_LEFT_OUT_CHARS = 40  # "- (12 older notes not shown)"
 
 
 def notes_section(notes: Sequence[Note], *, budget: int, add_command: str) -> str:
@@ -131,12 +143,17 @@ def notes_section(notes: Sequence[Note], *, budget: int, add_command: str) -> st
            f"you): `{add_command} --type learning \"...\"` (types: "
            f"{', '.join(NOTE_TYPES)}).")
     lines = [NOTES_HEADING, ""]
-    size = len(how) + len(NOTES_HEADING) + 4
+    # The heading, the how-to and the line counting the notes left out are in the budget.
+    size = len(how) + len(NOTES_HEADING) + 4 + _LEFT_OUT_CHARS
     shown = 0
     for note in reversed(notes):
         where = f", iteration {note.iteration}" if note.iteration is not None else ""
         line = f"- [{note.type}{where}] " + " ".join(note.text.split())
         if size + len(line) + 1 > budget:
+            room = budget - size - 1
+            if not shown and room >= _LEFT_OUT_CHARS:  # the newest, cut, rather than none
+                lines.append(line[:room - 1] + "…")
+                shown += 1
             break
         lines.append(line)
         size += len(line) + 1

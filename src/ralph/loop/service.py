@@ -82,6 +82,7 @@ _ids = IdGenerator()
 
 
 HEARTBEAT_S = 1.0
+STARTING_WAIT_S = 5.0  # a stop or pause waits this long for a run that is starting
 # A dead process's last sign of life can be a heartbeat old, and its guard takes up to about
 # 1.5 s to end what it left: files written that much later are still the agent's.
 LIFE_SLACK_NS = 3_000_000_000
@@ -272,12 +273,20 @@ class LoopService:
             ok, paused = self._apply_control(action)
             return ControlReply(ok=ok, run_id=run_id, paused=paused,
                                 message=describe(action, run_id, ok=ok))
-        state = load_state(self.paths.state, repair=False)
-        active = state.active_run
-        if active is None or not self._lock.is_held_elsewhere():
-            return ControlReply(ok=False, run_id=None, paused=False,
-                                message="no run is active for this project")
-        return await ask(self.store, active.run_id, action, self.paths.lock)
+        # A run starting in another process holds the lock before it records itself
+        # (recovery, checks, commits): wait for it a little rather than miss it.
+        deadline = time.monotonic() + STARTING_WAIT_S
+        while self._lock.is_held_elsewhere():
+            active = load_state(self.paths.state, repair=False).active_run
+            if active is not None and active.pid == self._lock.holder():
+                return await ask(self.store, active.run_id, action, self.paths.lock)
+            if time.monotonic() >= deadline:
+                return ControlReply(ok=False, run_id=None, paused=False, answered=False,
+                                    message="a run is starting in another process: try "
+                                            "again in a moment")
+            await asyncio.sleep(0.1)
+        return ControlReply(ok=False, run_id=None, paused=False,
+                            message="no run is active for this project")
 
     def _apply_control(self, action: ControlAction) -> tuple[bool, bool]:
         """Do `action` to this process's run: (done, paused now)."""
@@ -345,9 +354,6 @@ class LoopService:
         while True:
             if self._stop_requested:
                 return "stopped", "stopped on request", count
-            if self._paused:
-                await self._wait_resume(emit)
-                continue
             tasks = ctx.tracker().load()
             if all(t.status == "done" for t in tasks):
                 try:
@@ -366,6 +372,9 @@ class LoopService:
             if count >= limit:
                 return ("max_iterations",
                         f"reached the limit of {counted(limit, 'iteration')}", count)
+            if self._paused:  # only a run with something left to do holds (then looks again)
+                await self._wait_resume(emit)
+                continue
             try:
                 result = await self._iterate(ctx, run_id, agent, emit)
             except asyncio.CancelledError:
@@ -463,7 +472,8 @@ class LoopService:
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
                                          max_iterations=limit, started_at=now_ts(), mode=mode,
                                          server_pgid=server.pgid if server else None,
-                                         owner=owner_id())
+                                         owner=owner_id(), paused=self._paused)
+            state.spend_last_run = RunSpend(run_id=run_id)  # the active run's, from now
             ctx.save()
             emit = EventSink(self.store, run_id, self.observer)
             loop = asyncio.get_running_loop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -392,15 +393,21 @@ class Store:
 
 
 def _missing(path: Path) -> bool:
-    """True if nothing is at `path`. A path that cannot be a store (a file, or below one)
-    is not missing: opening it reports why."""
+    """True if no store is at `path`: nothing there, or a directory no store was ever opened
+    in (`ralph init` makes an empty `.ralph/store/`). A path that cannot be a store (a file,
+    or below one) is not missing: opening it reports why."""
     try:
-        path.stat()
+        mode = path.stat().st_mode
     except FileNotFoundError:
         return True
     except OSError:
         return False
-    return False
+    if not stat.S_ISDIR(mode):
+        return False
+    try:
+        return not any(path.iterdir())
+    except OSError:
+        return False
 
 
 def _size(path: Path) -> int:
