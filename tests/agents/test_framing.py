@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 
 from ralph.agents import runner
+from ralph.agents.base import AgentEvent
 from ralph.agents.runner import (
     COALESCE_CHARS,
     EXCERPT_CHARS,
     LINE_EVENTS,
     MAX_LINE_BYTES,
+    _Framer,
     _Lines,
     run_agent,
 )
@@ -339,3 +341,171 @@ async def test_log_offsets_in_a_real_log(tmp_path: Path) -> None:
     long = outputs["long LLLL"]
     assert (long["content"], long["chars"]) == (("long " + "L" * 5000)[:EXCERPT_CHARS], 5005)
     assert log[long["log_offset"]:long["log_offset"] + 5] == b"long "
+
+
+# -- after LINE_EVENTS: held, joined by kind, and sent within HOLD_S ----------------------------
+
+
+def framer() -> tuple[_Framer, list[dict[str, Any]]]:
+    sent: list[dict[str, Any]] = []
+    return _Framer(sent.append), sent
+
+
+def past_line_events(f: _Framer, sent: list[dict[str, Any]]) -> None:
+    """Frame LINE_EVENTS plain lines (one frame each), so that what comes next is held."""
+    for i in range(LINE_EVENTS):
+        f.add(AgentEvent("text", f"line {i}", said=False), i)
+    assert len(sent) == LINE_EVENTS
+    sent.clear()
+
+
+def test_framer_never_holds_a_tool_call_and_never_mixes_kinds() -> None:
+    f, sent = framer()
+    past_line_events(f, sent)
+    f.add(AgentEvent("text", "a"), 1)
+    f.add(AgentEvent("text", "b"), 2)
+    assert sent == []  # held
+    f.add(AgentEvent("tool_use", '{"command": "ls"}', "Bash"), 3)
+    # the held text goes first, then the tool call as a frame of its own, at once
+    assert [(m["kind"], m["content"], m["tool"]) for m in sent] == [
+        ("text", "a\nb", None), ("tool_use", '{"command": "ls"}', "Bash")]
+    f.add(AgentEvent("tool_use", '{"command": "pwd"}', "Bash"), 4)
+    assert len(sent) == 3 and sent[-1]["content"] == '{"command": "pwd"}'  # never joined
+    sent.clear()
+    for kind, content, offset in [("text", "t1", 5), ("reasoning", "r1", 6), ("reasoning", "r2", 7),
+                                  ("text", "t2", 8), ("tool_result", "x", 9)]:
+        f.add(AgentEvent(kind, content), offset)  # type: ignore[arg-type]
+    f.flush()
+    assert [(m["kind"], m["content"], m["log_offset"]) for m in sent] == [
+        ("text", "t1", 5), ("reasoning", "r1\nr2", 6), ("text", "t2", 8),
+        ("tool_result", "x", 9)]
+    f.add(AgentEvent("tool_result", "from Read", "Read"), 10)
+    f.add(AgentEvent("tool_result", "from Bash", "Bash"), 11)
+    f.flush()
+    assert [(m["content"], m["tool"]) for m in sent[4:]] == [("from Read", "Read"),
+                                                             ("from Bash", "Bash")]
+
+
+def test_framer_joins_cli_text_events_pieces_as_they_are_lines_by_newlines() -> None:
+    f, sent = framer()
+    past_line_events(f, sent)
+    for piece in ("Hel", "lo, ", "world"):  # a CLI's streamed pieces (said, JSON events)
+        f.add(AgentEvent("text", piece, delta=True), 100)
+    assert sent == []
+    f.flush()
+    assert [(m["content"], m["chars"], m["log_offset"]) for m in sent] == [
+        ("Hello, world", 12, 100)]
+    sent.clear()
+    for i, text in enumerate(("one", "two", "three")):  # whole CLI messages: lines
+        f.add(AgentEvent("text", text), 200 + i)
+    f.flush()
+    assert [(m["content"], m["chars"], m["log_offset"]) for m in sent] == [
+        ("one\ntwo\nthree", 13, 200)]
+    f.flush()
+    assert len(sent) == 1  # nothing held: nothing sent
+
+
+def test_framer_flush_if_older_sends_what_is_held() -> None:
+    f, sent = framer()
+    f.flush_if_older(0)
+    assert sent == []  # nothing held
+    past_line_events(f, sent)
+    f.add(AgentEvent("text", "held", said=False), 7)
+    f.flush_if_older(3600)
+    assert sent == []  # not that old
+    f.flush_if_older(0)
+    assert [(m["content"], m["chars"], m["log_offset"]) for m in sent] == [("held", 4, 7)]
+    f.flush_if_older(0)
+    assert len(sent) == 1  # sent once
+    f.add(AgentEvent("text", "next", said=False), 12)
+    f.flush()
+    assert [m["content"] for m in sent] == ["held", "next"]
+
+
+def test_framer_chars_count_the_joined_text_and_the_excerpt_is_bounded() -> None:
+    f, sent = framer()
+    past_line_events(f, sent)
+    lines = [f"{i:03d} " + "x" * 296 for i in range(20)]  # 300 characters each
+    for i, line in enumerate(lines):
+        f.add(AgentEvent("text", line, said=False), 1000 + i * 301)
+    f.flush()
+    joined = "\n".join(lines)
+    assert len(sent) == 1
+    assert sent[0]["chars"] == len(joined) == 20 * 300 + 19
+    assert sent[0]["content"] == joined[:EXCERPT_CHARS]
+    assert len(sent[0]["content"]) == EXCERPT_CHARS
+    sent.clear()
+    pieces = ["p" * 700, "q" * 700, "r" * 5]
+    for piece in pieces:
+        f.add(AgentEvent("text", piece, delta=True), 0)
+    f.flush()
+    assert (sent[0]["chars"], sent[0]["content"]) == (1405, ("p" * 700 + "q" * 700)[:EXCERPT_CHARS])
+
+
+def gemini_message(text: str, *, delta: bool = True) -> bytes:
+    return (json.dumps({"type": "message", "role": "assistant", "content": text,
+                        "delta": delta}) + "\n").encode()
+
+
+async def test_tiny_cli_events_after_line_events_are_joined(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    """gemini streaming thousands of tiny pieces: the first LINE_EVENTS are a frame each,
+    the rest are joined (without a separator) into few frames; a tool call still comes
+    alone and in its place."""
+    data = b"".join(gemini_message(f"<{i}>") for i in range(LINE_EVENTS + 300))
+    tool = (json.dumps({"type": "tool_use", "tool_name": "read_file", "tool_id": "t1",
+                        "parameters": {"file_path": "a.py"}}) + "\n").encode()
+    after = b"".join(gemini_message(f"[{i}]") for i in range(50))
+    got = await frames(monkeypatch, tmp_path, "gemini",
+                       [("stdout", c) for c in at_random(data + tool + after)])
+    assert [f["content"] for f in got[:LINE_EVENTS]] == [f"<{i}>" for i in range(LINE_EVENTS)]
+    rest = got[LINE_EVENTS:]
+    assert [f["kind"] for f in rest] == ["text", "tool_use", "text"]
+    joined = "".join(f"<{i}>" for i in range(LINE_EVENTS, LINE_EVENTS + 300))
+    assert (rest[0]["content"], rest[0]["chars"]) == (joined[:EXCERPT_CHARS], len(joined))
+    assert rest[1]["tool"] == "read_file"
+    assert rest[2]["content"] == "".join(f"[{i}]" for i in range(50))
+
+
+_LATE = """
+import os, sys, time
+sys.stdin.read()
+go = sys.argv[1]
+for i in range(1005):
+    print(f"line {i}")
+sys.stdout.flush()
+while not os.path.exists(go):
+    time.sleep(0.02)
+print("late", flush=True)
+"""
+
+
+async def test_held_output_is_sent_while_the_agent_still_runs(tmp_path: Path) -> None:
+    """An agent past its LINE_EVENTS-th line that then waits: what it printed is held to be
+    joined, and sent within HOLD_S, not when the agent ends. Here the agent waits for a file
+    that the test creates only once it has seen line 1001 (held): without the flush by age
+    the agent would wait until its timeout."""
+    script = tmp_path / "late.py"
+    script.write_text(_LATE)
+    go = tmp_path / "go"
+    config = parse_config(f"[agents.a]\nargv = "
+                          f"{json.dumps([sys.executable, str(script), str(go)])}\n")
+    outputs: list[dict[str, Any]] = []
+
+    def emit(topic: str, meta: dict[str, Any]) -> None:
+        if topic == "agent.output":
+            outputs.append(meta)
+            if "1001" in meta["content"]:
+                go.touch()
+
+    outcome = await run_agent(config.agent("a"), "prompt", cwd=tmp_path,
+                              prompt_file=tmp_path / "p.md", log_path=tmp_path / "log",
+                              emit=emit, timeout_s=20)
+    assert outcome.status == "ok", outcome.message
+    assert go.exists()
+    assert [m["content"] for m in outputs[:LINE_EVENTS]] == [f"line {i}"
+                                                             for i in range(LINE_EVENTS)]
+    rest = [m["content"] for m in outputs[LINE_EVENTS:]]
+    assert "\n".join(rest) == "\n".join([f"line {i}" for i in range(LINE_EVENTS, 1005)]
+                                        + ["late"])
+    assert rest[-1] == "late"  # printed after `go`: a frame of its own

@@ -343,3 +343,27 @@ def test_status_cost_and_every_documented_field_after_a_run(project: Project) ->
     assert last_run["total"]["cost_usd"] == 0.75
     assert last_run["agents"]["claude"]["agent_runs"] == 3
     assert status["cost"]["all_runs"]["total"]["tokens_in"] == 3000
+
+
+def test_odd_frames_in_a_run_stream_do_not_stop_the_events(project: Project) -> None:
+    """Anyone may append to a run's stream: frames the bridge cannot make events of (a count
+    that is not a number, a run.started without maxIterations) are skipped, and the events
+    after them still reach the client."""
+    stream = "runs/run_fake"
+    base = {"run_id": "run_fake"}
+    with BridgeProcess(project.root) as bridge:
+        bridge.wait_event("bridge_started")
+        with Store(project.root / ".ralph" / "store") as store:
+            store.append("loop.error", {**base, "message": "first"}, stream=stream)
+            store.append("agent.output", {**base, "iteration": "x", "kind": "text",
+                                          "content": "odd", "chars": "abc"}, stream=stream)
+            store.append("run.started", {**base, "agent": "fake", "startIteration": 1,
+                                         "mode": "run"}, stream=stream)
+            store.append("loop.error", {**base, "message": "second"}, stream=stream)
+        second = bridge.wait_event("error", message="second")
+        assert bridge.call("ping")["ok"] is True
+        errors = [e for e in bridge.events if e["type"] == "error"]
+        assert [e["message"] for e in errors] == ["first", "second"]
+        assert second["runId"] == "run_fake"
+        assert not any(e["type"] == "run_started" for e in bridge.events)
+        assert bridge.call("status")["running"] is False

@@ -5,20 +5,25 @@ creates nothing. A run reads the same in `ralph log` as it did live."""
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import os
 import queue
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ralph.store import Store
 from tests.cli.helpers import RALPH, TIMEOUT, Result, assert_error, check_frame, json_lines
 from tests.loop import conftest as loop_fixtures
 from tests.loop.conftest import Project
+from tests.loop.test_cli_loop import wait_until
 from tests.proc.helpers import group_members
 
 project = loop_fixtures.project  # the loop tests' scratch project (a fixture)
@@ -63,6 +68,14 @@ class LogFollower:
             self.seen.append(line)
             if regex.search(line):
                 return line
+
+    def rest(self) -> list[str]:
+        """After the process ended: the lines not read yet."""
+        self._reader.join(timeout=TIMEOUT)
+        lines = []
+        while line := self.lines.get(timeout=TIMEOUT):
+            lines.append(line)
+        return lines
 
     def stop(self) -> int:
         """SIGTERM the group; wait for the process (it must go)."""
@@ -237,3 +250,103 @@ def test_follow_a_named_run_that_ended_returns_at_once(project: Project) -> None
                           timeout=TIMEOUT, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "verified done" in proc.stdout
+
+
+# A run's stream appended to as fast as the writer can (no sleep: a follower's cut falls among
+# appends): at least 2,000 frames, and more until the file `enough` exists (200,000 at most),
+# then run.stopped.
+_WRITER = """
+import sys
+from pathlib import Path
+from ralph.store import Store
+store, run_id, enough = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+stream = "runs/" + run_id
+with Store(store) as s:
+    n = 0
+    while n < 2000 or (not enough.exists() and n < 200_000):
+        s.append("agent.output", {"run_id": run_id, "kind": "text", "content": f"line {n}"},
+                 stream=stream)
+        n += 1
+    s.append("run.stopped", {"run_id": run_id, "reason": "complete", "message": "done",
+                             "mode": "run"}, stream=stream)
+"""
+
+
+def test_follow_a_run_being_written_shows_each_frame_once(project: Project,
+                                                          tmp_path: Path) -> None:
+    """`ralph log --follow --json --run RID` started while another process appends to the
+    run's stream: the history and what follows meet without a frame shown twice or missed,
+    and it ends by itself after the run's run.stopped."""
+    store = project.root / ".ralph" / "store"
+    run_id = "run_followedwhilewritten"
+    with Store(store) as s:
+        s.append("run.started", {"run_id": run_id, "agent": "fake", "maxIterations": 1,
+                                 "mode": "run"}, stream=f"runs/{run_id}")
+        base = s.last_seq
+    enough = tmp_path / "enough"
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(store), run_id, str(enough)],
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with Store(store) as s:  # the writer is under way before the follower starts
+            wait_until(lambda: s.last_seq >= base + 50, "the writer's first frames")
+        with LogFollower(project.root, "--json", "--run", run_id) as follower:
+            follower.wait_for(r".")
+            enough.touch()  # it has made its cut: the writer may finish
+            follower.wait_for(r'"topic":"run\.stopped"')
+            assert follower.proc.wait(timeout=TIMEOUT) == 0
+            lines = follower.seen + follower.rest()
+        assert writer.wait(timeout=TIMEOUT) == 0
+    finally:
+        enough.touch()
+        if writer.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait(timeout=TIMEOUT)
+    frames = [json.loads(line) for line in lines]
+    seqs = [f["seq"] for f in frames]
+    assert all(a < b for a, b in itertools.pairwise(seqs)), "a frame shown twice or out of order"
+    with Store(store) as s:
+        recorded = [f.seq for f in s.read(stream=f"runs/{run_id}")]
+    assert seqs == recorded  # none missed
+    assert len(seqs) >= 2002
+    assert frames[0]["topic"] == "run.started" and frames[-1]["topic"] == "run.stopped"
+
+
+def test_odd_frames_are_said_and_the_rest_of_the_run_is_shown(project: Project) -> None:
+    """Anyone may append to a run's stream: an event `ralph log` cannot show is one line
+    saying so, the summary of an odd run.stopped shows what it can, and everything after an
+    odd event is still shown (exit 0)."""
+    run_id = "run_withoddframes"
+    stream = f"runs/{run_id}"
+    base = {"run_id": run_id}
+    with Store(project.root / ".ralph" / "store") as store:
+        store.append("run.started", {**base, "agent": "fake", "maxIterations": 2,
+                                     "startIteration": 1, "mode": "run"}, stream=stream)
+        store.append("iteration.started", {**base, "iteration": 1, "task_id": "1",
+                                           "title": "First task", "attempt_id": "1-1"},
+                     stream=stream)
+        store.append("agent.output", {**base, "iteration": 1, "kind": "text",
+                                      "content": "odd words", "chars": "abc"}, stream=stream)
+        store.append("agent.output", {**base, "iteration": 1, "kind": "text",
+                                      "content": "after the odd output"}, stream=stream)
+        store.append("iteration.finished", {**base, "iteration": 1, "verified": True,
+                                            "status": "done", "duration_seconds": "x"},
+                     stream=stream)
+        store.append("loop.warning", {**base, "message": "after the odd verdict"},
+                     stream=stream)
+        store.append("run.stopped", {**base, "mode": "run", "reason": "complete",
+                                     "message": "all done", "done": 1, "total": 3,
+                                     "iterations": 1, "agents": {"a": "b"},
+                                     "tokens_in": "x", "tokens_out": 5}, stream=stream)
+    result = ralph(project.root, "log", "--run", run_id)
+    assert result.code == 0, result.err
+    assert "Traceback" not in result.err
+    out = result.out
+    assert re.search(r"agent\.output: an event that cannot be shown", out), out
+    assert re.search(r"iteration\.finished: an event that cannot be shown", out), out
+    for later in ("after the odd output", "warning: after the odd verdict",
+                  "run ended: complete (all done)", "tasks: 1 done"):
+        assert later in out, (later, out)
+    assert "agent a " in out  # the odd agent's row, with no figures
+    assert out.index("after the odd output") < out.index("after the odd verdict")
+    assert re.search(r"all agents\s+│?\s*0\s", out), out  # tokens_in "x": not a count

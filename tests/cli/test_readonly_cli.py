@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,29 @@ def test_a_store_named_by_flag_is_not_created_by_reading(tmp_path: Path) -> None
     assert added.code == 0, added.err
     listed = run_ralph("notes", "list", "--json", "--store", str(store), env=_env())
     assert [note["text"] for note in json.loads(listed.out)] == ["first"]
+
+
+def initialised(root: Path) -> Path:
+    """A git repository made a project by `ralph init` (which makes an empty
+    `.ralph/store/`); the store's path."""
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True, timeout=60,
+                   stdin=subprocess.DEVNULL)
+    done = run_ralph("init", cwd=root, env=_env())
+    assert done.code == 0, done.err
+    store = root / ".ralph" / "store"
+    assert store.is_dir() and list(store.iterdir()) == []
+    return store
+
+
+def test_reading_commands_leave_the_empty_store_of_init_empty(tmp_path: Path) -> None:
+    """An empty store directory reads as no store: looking writes nothing into it (no head,
+    no index), so that the first run finds it as `ralph init` left it."""
+    store = initialised(tmp_path / "proj")
+    for args in [("notes", "list"), ("store", "stats"), ("store", "cat"), ("status",),
+                 ("status", "--json"), ("log",)]:
+        result = run_ralph(*args, cwd=tmp_path / "proj", env=_env())
+        assert result.code == 0, (args, result.err)
+        assert list(store.iterdir()) == [], args
+    stats = json.loads(run_ralph("store", "stats", cwd=tmp_path / "proj", env=_env()).out)
+    assert (stats["frames"], stats["last_seq"]) == (0, 0)

@@ -344,3 +344,39 @@ def test_a_recorded_run_renders_from_a_real_store(store: Store) -> None:
                      "iteration 1 (1/2 of this run)  task 1: First  (attempt 1-1)",
                      "Working on", "it", "verified done  (1.0 s)",
                      "run ended: complete (done); 1/1 tasks done"]
+
+
+def test_a_control_line_cannot_drive_the_terminal() -> None:
+    """control.applied comes from the stream, which anyone may append to: its action and
+    requester are shown as text, escapes spelled out, and clipped."""
+    r = EventRenderer()
+    lines = feed(r, "control.applied", action="\x1b]0;pwned\x07stop", ok=True,
+                 by="pid 1\x1b[2J\x1b[H" + "b" * 500)
+    assert len(lines) == 1
+    assert "\x1b" not in lines[0] and "\x07" not in lines[0]
+    assert "\\x1b[2J" in lines[0]
+    assert len(lines[0]) < 200  # both clipped
+    odd = feed(r, "control.applied", action=["not", "a", "string"], ok=False, by={"x": 1})
+    assert len(odd) == 1 and "\x1b" not in odd[0]
+
+
+def test_the_summary_table_shows_markup_in_agent_names_as_text() -> None:
+    text = _table_text({"run_id": "run_x", "reason": "complete", "message": "",
+                        "iterations": 1, "done": 1, "total": 1, "tokens_in": 10,
+                        "agents": {"[bold]x[/bold]": {"tokens_in": 10, "tokens_out": 2},
+                                   "\x1b[31mred": {"tokens_in": 0}}})
+    assert "agent [bold]x[/bold]" in text
+    assert "agent \\x1b[31mred" in text
+
+
+def test_the_summary_table_of_odd_figures_shows_what_it_can() -> None:
+    text = _table_text({"run_id": "run_x", "reason": "complete", "message": "m",
+                        "iterations": 1, "done": "1", "total": 3, "tokens_in": "x",
+                        "tokens_out": 7, "cost_usd": "free", "duration_seconds": "long",
+                        "agents": {"a": "b", "c": {"tokens_in": "many", "cost_usd": 0.5}}})
+    rows = [" ".join(line.replace("│", " ").split()) for line in text.splitlines()]
+    assert "agent a 0 0 -" in rows
+    assert "agent c 0 0 $0.5000" in rows
+    assert "all agents 0 7 -" in rows
+    assert "tasks: 0 done, 0 blocked, 0 open of 3; iterations: 1; duration: 0.0 s" in (
+        " ".join(text.split()))

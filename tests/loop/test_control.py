@@ -5,6 +5,7 @@ a terminal, and `ralph stop` reaches a run started by a bridge. Requests and ans
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -14,12 +15,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import pytest
+
+from ralph.loop import service as service_module
+from ralph.loop.control import ControlFollower, ask
+from ralph.loop.events import EventSink
+from ralph.loop.lock import ProjectLock
+from ralph.loop.state import ActiveRun, load_state, save_state
+from ralph.store import Store
 from tests.bridge.client import BridgeProcess
-from tests.loop.conftest import Project
+from tests.loop.conftest import Project, wait_for
 from tests.loop.test_cli_loop import events, wait_until
 from tests.proc.helpers import group_members
 
@@ -354,3 +364,208 @@ def test_ralph_stop_stops_a_run_started_by_a_bridge(project: Project) -> None:
     assert group_members(pgid) == []
     requested = [m for t, m in control_frames(root, run_id) if t == "control.requested"]
     assert [m["action"] for m in requested] == ["stop"]
+
+
+# -- a run that ends, a run that starts, requests that make no sense ---------------------------
+
+
+def requested(store: Store, run_id: str) -> list[str]:
+    """The request ids of the run's control.requested frames."""
+    return [f.meta["request_id"] for f in store.read(topic="control.requested",
+                                                     stream=f"runs/{run_id}")]
+
+
+@pytest.mark.timeout(30)
+async def test_a_request_to_a_run_that_ends_before_reading_it_is_told_at_once(
+        tmp_path: Path) -> None:
+    """The run's process holds the lock; it appends run.stopped after the request (it ended
+    without reading it): the requester says so instead of waiting for an answer."""
+    doorbell = tmp_path / "loop.lock"
+    lock = ProjectLock(doorbell)
+    assert lock.try_acquire()
+    try:
+        with Store(tmp_path / "store") as store:
+            asking = asyncio.ensure_future(ask(store, "run_ending", "stop", doorbell, wait_s=60))
+            await wait_for(lambda: requested(store, "run_ending"))
+            store.append("run.stopped", {"run_id": "run_ending", "reason": "complete"},
+                         stream="runs/run_ending")
+            reply = await asking
+    finally:
+        lock.release()
+    assert (reply.ok, reply.run_id, reply.paused) == (False, "run_ending", False)
+    assert "has ended" in reply.message
+
+
+@pytest.mark.timeout(30)
+async def test_a_request_to_a_run_whose_lock_is_free_is_told_at_once(tmp_path: Path) -> None:
+    """No process holds the lock (the run's process is gone): nobody will answer."""
+    doorbell = tmp_path / "loop.lock"
+    doorbell.write_text("12345\n")
+    with Store(tmp_path / "store") as store:
+        reply = await ask(store, "run_gone", "pause", doorbell, wait_s=60)
+        assert len(requested(store, "run_gone")) == 1  # it was asked all the same
+    assert (reply.ok, reply.run_id) == (False, "run_gone")
+    assert "has ended" in reply.message
+
+
+def test_an_unknown_action_is_answered_as_unknown(tmp_path: Path) -> None:
+    """Anyone may append to a run's stream: a request for an action that does not exist is
+    answered (ok false) without echoing it, and a long `by` is clipped."""
+    doorbell = tmp_path / "loop.lock"
+    doorbell.write_text("")
+    applied: list[str] = []
+
+    def apply(action: str) -> tuple[bool, bool]:
+        applied.append(action)
+        return True, action == "pause"
+
+    with Store(tmp_path / "store") as store:
+        follower = ControlFollower(store, EventSink(store, "run_ctl"), apply, doorbell)
+        stream = "runs/run_ctl"
+        store.append("control.requested", {"run_id": "run_ctl", "request_id": "ctl_odd",
+                                           "action": "\x1b[2Jexplode", "by": "x" * 500},
+                     stream=stream)
+        store.append("control.requested", {"run_id": "run_ctl", "request_id": "ctl_pause",
+                                           "action": "pause", "by": "pid 7"}, stream=stream)
+        os.utime(doorbell, ns=(1, 1))  # the doorbell rings
+        follower.check()
+        answers = [f.meta for f in store.read(topic="control.applied", stream=stream)]
+    assert applied == ["pause"]
+    assert answers == [
+        {"run_id": "run_ctl", "request_id": "ctl_odd", "action": "unknown", "ok": False,
+         "paused": False, "by": "x" * 100},
+        {"run_id": "run_ctl", "request_id": "ctl_pause", "action": "pause", "ok": True,
+         "paused": True, "by": "pid 7"}]
+
+
+_LOCK_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, f"{os.getpid()}\\n".encode())
+sys.stdin.read()  # holds the lock until the test closes its stdin
+"""
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(root: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A process holding `.ralph/loop.lock` (its pid written in it), as a run that is
+    starting does before it records itself in state.json."""
+    path = root / ".ralph" / "loop.lock"
+    holder = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, str(path)],
+                              stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_until(lambda: ProjectLock(path).is_held_elsewhere()
+                   and path.read_text().strip() == str(holder.pid), "the lock to be held")
+        yield holder
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=TIMEOUT)
+        finally:
+            if holder.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(holder.pid, signal.SIGKILL)
+                holder.wait(timeout=TIMEOUT)
+
+
+async def test_a_stop_while_a_run_is_starting_says_so(project: Project,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock is held but state.json names no run yet: the stop waits a little for the run
+    to record itself, then says a run is starting (not that there is none)."""
+    monkeypatch.setattr(service_module, "STARTING_WAIT_S", 1.0, raising=False)
+    service = project.service()
+    try:
+        with lock_held_elsewhere(project.root):
+            reply = await service.request("stop")
+    finally:
+        await service.aclose()
+    assert (reply.ok, reply.run_id, reply.answered) == (False, None, False)
+    assert "a run is starting" in reply.message
+    with Store(project.root / ".ralph" / "store") as store:
+        assert list(store.read(topic="control.*")) == []  # nobody was asked
+
+
+async def test_a_stop_while_a_run_is_starting_reaches_it_once_it_is_recorded(
+        project: Project) -> None:
+    """The run records itself (its pid is the lock holder's) while the stop waits: the stop
+    is asked of that run, which answers."""
+    service = project.service()
+    try:
+        with lock_held_elsewhere(project.root) as holder, \
+                Store(project.root / ".ralph" / "store") as store:
+            asking = asyncio.ensure_future(service.request("stop"))
+            await asyncio.sleep(0)  # it looked once: no run recorded yet, it waits
+            assert not asking.done()
+            state_path = project.root / ".ralph" / "state.json"
+            state = load_state(state_path)
+            state.active_run = ActiveRun(run_id="run_starting", pid=holder.pid, agent="fake",
+                                         max_iterations=1, started_at="2026-01-01T00:00:00Z")
+            save_state(state_path, state)
+            await wait_for(lambda: requested(store, "run_starting"))
+            request_id = requested(store, "run_starting")[0]
+            store.append("control.applied", {"run_id": "run_starting", "request_id": request_id,
+                                             "action": "stop", "ok": True, "paused": False},
+                         stream="runs/run_starting")
+            reply = await asyncio.wait_for(asking, TIMEOUT)
+    finally:
+        await service.aclose()
+    assert (reply.ok, reply.run_id, reply.answered) == (True, "run_starting", True)
+    assert reply.message == "run run_starting is stopping"
+
+
+# -- a pause as a run starts, and in its last iteration ----------------------------------------
+
+
+def test_a_pause_asked_as_a_bridge_run_starts_is_in_state_json(project: Project) -> None:
+    """A pause asked right after a bridge's `run` (before or as the run records itself): every
+    process sees the run paused, as the bridge does, until it resumes."""
+    project.plan({"default": TICK})
+    root = project.root
+    with BridgeProcess(root) as bridge:
+        bridge.wait_event("bridge_started")
+        run_id = bridge.call("run")["runId"]
+        assert bridge.call("pause") == {"ok": True, "runId": run_id, "paused": True}
+        assert bridge.wait_event("run_paused")["runId"] == run_id
+        assert bridge.call("status")["paused"] is True
+        elsewhere = status(root)
+        assert (elsewhere["running"], elsewhere["activeRunId"], elsewhere["paused"]) == (
+            True, run_id, True)
+        assert bridge.call("resume") == {"ok": True, "runId": run_id, "paused": False}
+        assert status(root)["paused"] is False
+        stopped = bridge.wait_event("run_stopped", runId=run_id)
+        assert bridge.call("status")["paused"] is False
+    assert stopped["reason"] == "complete"
+    assert status(root)["paused"] is False
+
+
+@pytest.mark.parametrize(("prd", "limit", "reason", "code"), [
+    (None, "1", "max_iterations", 1),  # three tasks, one iteration allowed
+    ("# P\n\n## Tasks\n\n- [ ] 1. Only task\n", "5", "complete", 0)])
+def test_a_pause_in_the_last_iteration_does_not_hold_the_run(
+        project: Project, tmp_path: Path, prd: str | None, limit: str, reason: str,
+        code: int) -> None:
+    """A run paused during an iteration after which it has nothing left to do (its limit
+    reached, every task done) ends: no run.paused, no resume needed."""
+    if prd is not None:
+        project.prd(prd)
+        project.commit("one task")
+    first, go = gated(tmp_path)
+    project.plan({"tasks": {"1": [first], "2": [TICK], "3": [TICK]}})
+    root = project.root
+    with RunningRalph(root, "run", "--json", "--max-iterations", limit) as run:
+        wait_for_topic(root, "iteration.started", 1, run)
+        paused = ralph(root, "pause")
+        assert paused.returncode == 0, paused.stderr
+        go.touch()
+        wait_until(lambda: count(root, "run.stopped") + count(root, "run.paused") > 0,
+                   "the run to end or hold")
+        assert count(root, "run.paused") == 0
+        done, out, err = run.wait()
+    assert done == code, err
+    outcome = json.loads(out)
+    assert (outcome["reason"], outcome["iterations"]) == (reason, 1)
+    after = status(root)
+    assert (after["running"], after["paused"]) == (False, False)

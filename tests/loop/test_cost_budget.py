@@ -21,6 +21,7 @@ from ralph.store import Frame
 from tests.bridge.client import BridgeProcess
 from tests.loop.conftest import Project, step_with_events
 from tests.loop.test_cli_loop import RUN_OUTCOME_FIELDS, check_fields, events, set_loop
+from tests.loop.test_control import RunningRalph, gated, status, wait_for_topic
 
 RALPH = [sys.executable, "-m", "ralph"]
 TIMEOUT = 120
@@ -316,3 +317,28 @@ def test_the_bridge_reports_a_budget_stop_as_stopped_naming_the_budget(
     assert len(finished) == 1
     assert (finished[0]["tokensIn"], finished[0]["tokensOut"], finished[0]["costUsd"]) == (
         1000, 200, 0.25)
+
+
+def test_status_last_run_is_the_active_run_from_its_start(project: Project,
+                                                          tmp_path: Path) -> None:
+    """During a run's first iteration, `cost.last_run` is that run's (nothing spent yet),
+    not the run before it."""
+    first, go = gated(tmp_path)
+    project.plan({"tasks": {"1": [{"tick": True}], "2": [first], "3": [{"tick": True}]}})
+    step = ralph(project, "step", "--json")
+    assert step.returncode == 0, step.stderr
+    before = status(project.root)["cost"]["last_run"]["run_id"]
+    with RunningRalph(project.root, "run", "--json", "--max-iterations", "1") as run:
+        wait_for_topic(project.root, "iteration.started", 2, run)
+        now = status(project.root)
+        assert now["running"] is True and now["activeRunId"] not in (None, before)
+        last = now["cost"]["last_run"]
+        assert last["run_id"] == now["activeRunId"]
+        assert last["iterations"] == 0
+        assert last["total"]["tokens_in"] == 0
+        go.touch()
+        code, out, err = run.wait()
+    assert code == 1, err
+    outcome = json.loads(out)
+    after = status(project.root)["cost"]["last_run"]
+    assert (after["run_id"], after["iterations"]) == (outcome["run_id"], 1)

@@ -19,6 +19,7 @@ from ralph.notes import add_note, list_notes
 from ralph.store import Store
 from ralph.testing import misbehaving
 from tests.loop.conftest import Project, step_with_events
+from tests.loop.test_cli_loop import set_loop
 
 GATE_SCRIPT = 'for i in $(seq 1 60); do echo "gate line $i"; done\nexit 3\n'
 
@@ -208,13 +209,23 @@ async def test_notes_are_bounded_by_notes_chars(project: Project) -> None:
 
 async def test_notes_too_long_for_the_budget_are_counted_not_called_none(
         project: Project) -> None:
+    with store_of(project) as store:
+        add_note(store, "learning", "a note that cannot fit " + "x" * 5000)
+        add_note(store, "learning", "a newer note that cannot fit either " + "y" * 5000)
+    await step_with_events(project)
+    section = _notes_section(prompt_of(project, "1", 1))
+    assert "- (1 older note not shown)" in section  # the newest is shown, cut
+    assert "a newer note that cannot fit either yyy" in section and "…" in section
+    assert "(none yet)" not in section  # there are notes: they did not fit
+
+
+async def test_a_budget_too_small_for_the_how_to_leaves_the_section_out(
+        project: Project) -> None:
     _set_notes_chars(project, 1)
     with store_of(project) as store:
         add_note(store, "learning", "a note that cannot fit")
     await step_with_events(project)
-    section = _notes_section(prompt_of(project, "1", 1))
-    assert "- (1 older note not shown)" in section
-    assert "(none yet)" not in section  # there is a note: it did not fit
+    assert "Notes from earlier iterations" not in prompt_of(project, "1", 1)
 
 
 async def test_no_notes_yet_says_so_and_notes_chars_0_leaves_the_section_out(
@@ -279,3 +290,32 @@ async def test_the_agents_own_env_wins_over_the_context(project: Project) -> Non
                for line in (project.root / "env.txt").read_text().splitlines())
     assert env["RALPH_TASK_TITLE"] == "mine" and env["RALPH_TASK_ID"] == "1"
     assert json.loads((project.root / ".ralph/state.json").read_text())["last"]["task_id"] == "1"
+
+
+async def test_a_tiny_prompt_budget_keeps_the_anchor_whole(project: Project) -> None:
+    """`loop.context_chars` at its least (1,000) and a retry after a gate that printed a lot:
+    what went wrong last time takes at most a quarter of the prompt (whole notes, most
+    useful first), the session notes at most a quarter too, and the prompt stays within its
+    budget with the task's anchor in it."""
+    (project.root / "gate.sh").write_text(GATE_SCRIPT)
+    (project.root / "PROMPT_build.md").write_text("# Build\n\nDo the task below.\n")
+    project.config(gates=["sh gate.sh"])
+    set_loop(project, context_chars=1000)
+    project.commit("tiny budget")
+    with store_of(project) as store:
+        add_note(store, "learning", "an old note " + "o" * 60)
+        add_note(store, "decision", "the newest note " + "n" * 2000)
+    project.plan({"tasks": {"1": [{"tick": True, "print": ["my final words " + "w" * 3000]}]}})
+    first, _ = await step_with_events(project)
+    assert not first.verified
+    await step_with_events(project)
+    prompt = prompt_of(project, "1", 2)
+    assert len(prompt) <= 1000
+    assert "- Task id: 1" in prompt
+    assert "Work on this task only." in prompt  # the anchor is whole, nothing cut from it
+    assert "truncated to fit the prompt budget" not in prompt
+    section = last_attempt_section(prompt)
+    assert "- Ralph did not verify it: gate 'sh gate.sh' exited with 3." in section
+    assert "gate line" not in section and "my final words" not in section  # did not fit
+    # A quarter of 1,000 holds not even the notes' how-to: the section is left out.
+    assert "Notes from earlier iterations" not in prompt

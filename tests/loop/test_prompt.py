@@ -4,12 +4,14 @@ progress, the PRD's end, FEEDBACK.md's end and AGENTS.md's end."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ralph.loop.prompt import Memory, build_prompt
+from ralph.loop.prompt import NOTES_HEADING, Memory, build_prompt, notes_section
+from ralph.notes import Note
 from ralph.tracker import Task
 
 TEMPLATE = "# Build\n\nYou are working on this project. Follow AGENTS.md.\n"
@@ -289,3 +291,57 @@ def test_never_over_budget_and_sheds_in_order(agents: str, feedback: str, progre
     for name, original in (("PRD.md", prd), ("FEEDBACK.md", feedback), ("AGENTS.md", agents)):
         if states[name] == "cut" and "truncated" not in prompt:
             assert original.strip().startswith(found[name])  # the beginning stays
+
+
+# -- what went wrong last time, and the session notes: bounded ---------------------------------
+
+
+def test_the_last_attempts_notes_take_at_most_a_quarter_of_the_budget() -> None:
+    """Whole notes, most useful first, as many as fit in a quarter of the budget: the anchor
+    stays whole and the memory keeps room."""
+    notes = ["Ralph did not verify it: gate 'pytest' exited with 1.",
+             "The gate `pytest` exited with 1. The end of its output:\n" + "e" * 3000,
+             "Your last message was: short"]
+    prompt = build_prompt(TEMPLATE, task(), branch="main", git_status="", memory=memory(),
+                          budget=2000, progress_tail=BIG, notes=notes)
+    assert len(prompt) <= 2000
+    assert "truncated to fit the prompt budget" not in prompt
+    assert "- Ralph did not verify it: gate 'pytest' exited with 1." in prompt
+    assert "e" * 100 not in prompt  # the long note did not fit: nor any after it
+    assert "Your last message was" not in prompt
+    assert "Work on this task only." in prompt
+    assert MEMORY_MARK in prompt  # room was left for the memory
+
+
+def note(i: int, text: str, kind: str = "learning") -> Note:
+    return Note(id=f"{i:025d}", seq=i, ts="2026-01-02T03:04:05.000Z", session="s", type=kind,
+                iteration=i, text=text)
+
+
+def test_a_newest_note_longer_than_the_budget_is_shown_cut() -> None:
+    notes = [note(1, "older one"), note(2, "older two"), note(3, "newest " + "n" * 2000)]
+    section = notes_section(notes, budget=600, add_command="ralph notes add")
+    assert len(section) <= 600
+    shown = [line for line in section.splitlines() if line.startswith("- [")]
+    assert len(shown) == 1
+    assert shown[0].startswith("- [learning, iteration 3] newest nnn")
+    assert shown[0].endswith("…")
+    assert "- (2 older notes not shown)" in section
+    assert section.endswith("(types: completed, in_progress, blocked, remaining, learning, "
+                            "decision).")
+
+
+def test_the_notes_section_never_exceeds_its_budget() -> None:
+    """With the line counting the notes left out, for any budget that holds the heading and
+    the how-to."""
+    how = notes_section([], budget=BIG, add_command="ralph notes add").splitlines()[-1]
+    floor = len(how) + len(NOTES_HEADING) + 4 + 40
+    for count in (1, 3, 40, 150):
+        for width in (1, 17, 60, 333):
+            notes = [note(i, f"{i} " + "w" * width) for i in range(count)]
+            for budget in range(floor, floor + 1500, 23):
+                section = notes_section(notes, budget=budget, add_command="ralph notes add")
+                assert len(section) <= budget, (count, width, budget)
+                listed = [line for line in section.splitlines() if line.startswith("- [")]
+                left_out = re.search(r"- \((\d+) older notes? not shown\)", section)
+                assert len(listed) + (int(left_out[1]) if left_out else 0) == count

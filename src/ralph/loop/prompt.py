@@ -136,7 +136,8 @@ _LEFT_OUT_CHARS = 40  # "- (12 older notes not shown)"
 
 def notes_section(notes: Sequence[Note], *, budget: int, add_command: str) -> str:
     """The session notes (`ralph notes`) for a prompt: newest first, as many whole notes as
-    fit in `budget` characters, then how to add one. Empty when `budget` is 0."""
+    fit in `budget` characters, then how to add one. Empty when `budget` is too small for
+    the section's heading and how-to."""
     if budget <= 0:
         return ""
     how = (f"Leave a note for later iterations (what you learned, decided, or what blocks "
@@ -145,6 +146,8 @@ def notes_section(notes: Sequence[Note], *, budget: int, add_command: str) -> st
     lines = [NOTES_HEADING, ""]
     # The heading, the how-to and the line counting the notes left out are in the budget.
     size = len(how) + len(NOTES_HEADING) + 4 + _LEFT_OUT_CHARS
+    if size > budget:  # not even the how-to fits: better no section than half of one
+        return ""
     shown = 0
     for note in reversed(notes):
         where = f", iteration {note.iteration}" if note.iteration is not None else ""
