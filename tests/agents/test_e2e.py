@@ -97,7 +97,8 @@ def test_a_rate_limit_is_waited_out_and_retried(tmp_path: Path, cli: str) -> Non
     [wait] = topics(result, "agent.rate_limited")
     assert 0 < wait["wait_seconds"] <= 2
     state = json.loads((tmp_path / "proj" / ".ralph" / "state.json").read_text())
-    assert state["tasks"]["1"] == {"attempts": 1, "failures": 0, "blocked": None, "notes": []}
+    assert "1" not in state["tasks"]  # verified done: state.json no longer follows it
+    assert (tmp_path / "proj" / ".ralph" / "attempts" / "1" / "1-1.json").is_file()
     assert step["no_progress_streak"] == 0
 
 

@@ -36,7 +36,7 @@ from ralph.loop.prompt import Memory, build_prompt, notes_section
 from ralph.loop.protect import Change, Guard, describe, put_back, put_back_note
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
 from ralph.loop.state import InFlight, LoopState, save_state
-from ralph.loop.status import stale_blocks
+from ralph.loop.status import StatusSource, stale_blocks
 from ralph.loop.usage import RunSpend, SpendByAgent
 from ralph.loop.worktree import (
     agent_paths,
@@ -51,7 +51,7 @@ from ralph.loop.worktree import (
 from ralph.notes import list_notes
 from ralph.store import Store
 from ralph.store.frame import format_ts
-from ralph.tracker import Task, TaskStatus, Tracker, TrackerError, next_task, open_tracker
+from ralph.tracker import Snapshot, Task, TaskStatus, Tracker, TrackerError
 from ralph.wording import counted, every_task
 
 log = logging.getLogger("ralph.loop")
@@ -84,16 +84,21 @@ class LoopContext:
     git: Git
     state: LoopState
     server: tuple[str, str] | None = None  # (agent name, url) of the run's agent server
+    # Where the tracker comes from: one that keeps its last parse for the service's life
+    # (ralph.tracker.filecache), shared with `status`.
+    source: StatusSource | None = None
 
     def save(self, *, durable: bool = True) -> None:
         save_state(self.paths.state, self.state, durable=durable)
 
     def tracker(self) -> Tracker:
-        return open_tracker(self.paths.root / self.config.files.prd)
+        if self.source is None:
+            self.source = StatusSource(self.paths, self.config)
+        return self.source.tracker()
 
 
-def nothing_to_do(tasks: list[Task]) -> NothingToDo:
-    done = sum(t.status == "done" for t in tasks)
+def nothing_to_do(tasks: Snapshot) -> NothingToDo:
+    done = tasks.done
     if done == len(tasks):
         return NothingToDo(f"nothing to do: {every_task(done)} done", complete=True)
     blocked = [t.id for t in tasks if t.status == "blocked"]
@@ -117,13 +122,13 @@ class Iteration:
     async def run(self) -> StepResult:
         ctx = self.ctx
         tracker = ctx.tracker()
-        tasks = tracker.load()
+        tasks = tracker.snapshot()
         self._forget_stale_blocks(tasks)
-        task = next_task(tasks)
+        task = tasks.next_task()
         if task is None:
             raise nothing_to_do(tasks)
-        done_before = sorted(t.id for t in tasks if t.status == "done")
         iteration, attempt_id = self._take_numbers(task)
+        tracker_copy = self._keep_tracker_copy(tracker)
         self.emit = self.emit.tagged(iteration=iteration)  # every event of it says which
         started = now_ts()
         clock = time.monotonic()
@@ -131,14 +136,14 @@ class Iteration:
                                        run_id=self.run_id, task_id=task.id,
                                        task_title=task.title, attempt_id=attempt_id,
                                        started_at=started, pid=_pid(),
-                                       done_before=done_before)
+                                       tracker_copy=tracker_copy)
         ctx.save(durable=False)
         self.emit("iteration.started", {"iteration": iteration, "iteration_id": f"{iteration:06d}",
                                         "agent": self.agent.name, "task_id": task.id,
                                         "title": task.title, "kind": task.kind,
                                         "attempt_id": attempt_id})
         record = _Record(iteration=iteration, task=task, attempt_id=attempt_id, started=started,
-                         done_before=set(done_before))
+                         tasks_before=tasks)
         self._record = record
         try:
             await self._work(tracker, record)
@@ -178,6 +183,19 @@ class Iteration:
             rec.repo_clean = await self._clean_now(rec)
         finally:
             self._finish(rec, clock)
+
+    def _keep_tracker_copy(self, tracker: Tracker) -> str | None:
+        """The tracker file as the iteration starts, kept (as one runtime file) for a later
+        start to tell what the iteration marked done if this process dies during it."""
+        copy = self.ctx.paths.tracker_at_start(tracker.path.suffix)
+        try:
+            text = tracker.text()
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(copy, text, durable=False)
+        except (OSError, TrackerError) as exc:
+            log.warning("could not keep a copy of the tracker for recovery: %s", exc)
+            return None
+        return self.ctx.paths.relative(copy)
 
     def _take_numbers(self, task: Task) -> tuple[int, str]:
         """The next iteration number and the task's next attempt id. Numbers whose files
@@ -310,11 +328,11 @@ class Iteration:
     async def _verify(self, tracker: Tracker, rec: _Record, outcome: AgentOutcome) -> None:
         ctx, task = self.ctx, rec.task
         try:
-            after = {t.id: t for t in tracker.load()}
+            after = tracker.snapshot()
         except TrackerError as exc:
             rec.reason = f"the tracker could not be read after the agent ran: {exc}"
             return
-        claimed = task.id in after and after[task.id].status == "done"
+        claimed = after.is_done(task.id)
         rec.claimed = claimed
         if outcome.status != "ok":
             rec.status = "agent_failed"
@@ -384,8 +402,9 @@ class Iteration:
         ctx, task = self.ctx, rec.task
         task_state = ctx.state.task(task.id)
         if rec.verified:
-            task_state.blocked = None
-            task_state.notes = []
+            # Done: nothing of it is needed any more (its attempts are in .ralph/attempts),
+            # and state.json, written several times an iteration, stays small.
+            del ctx.state.tasks[task.id]
             self.emit("task.done", {"task_id": task.id, "title": task.title,
                                     "attempt_id": rec.attempt_id})
         else:
@@ -465,11 +484,11 @@ class Iteration:
         """Blocks the agent took off are put back, and ticks of other tasks reopened (a task
         is verified only in an iteration of its own): the gates see the task's own tree."""
         try:
-            tasks_now = tracker.load()
+            tasks_now = tracker.snapshot()
         except TrackerError:
             return  # reported where the tracker is read next
         kept = self._keep_blocks(tracker, tasks_now)
-        self._reopen(tracker, newly_done(tasks_now, rec.done_before | {rec.task.id, *kept}),
+        self._reopen(tracker, tasks_now.done_since(rec.tasks_before, {rec.task.id, *kept}),
                      f"marked done during the iteration of task {rec.task.id}; a task is "
                      "verified only in an iteration of its own")
 
@@ -503,7 +522,7 @@ class Iteration:
             return
         await ctx.git.stage(self._ralph_edits(rec), exclude=RUNTIME)
         rec.commit = await ctx.git.commit_staged(attempt_message(
-            ctx.config, rec.task, rec.iteration, ctx.state.task(rec.task.id).attempts,
+            ctx.config, rec.task, rec.iteration, rec.attempt_id.rsplit("-", 1)[-1],
             None if rec.verified else rec.status, rec.reason))
 
     async def _repo_clean(self, rec: _Record) -> bool:
@@ -559,7 +578,7 @@ class Iteration:
             log.warning("could not commit what the %s iteration %d left: %s", rec.status,
                         rec.iteration, exc)
 
-    def _forget_stale_blocks(self, tasks: list[Task]) -> None:
+    def _forget_stale_blocks(self, tasks: Snapshot) -> None:
         """A task the user reopened in the tracker starts over: its block and failure count
         go (blocks an agent took off were put back after its iteration)."""
         for tid in stale_blocks(tasks, self.ctx.state):
@@ -569,13 +588,14 @@ class Iteration:
             self.emit("task.unblocked", {"task_id": tid,
                                          "reason": "the tracker no longer marks it blocked"})
 
-    def _keep_blocks(self, tracker: Tracker, tasks: list[Task]) -> list[str]:
+    def _keep_blocks(self, tracker: Tracker, tasks: Snapshot) -> list[str]:
         """Blocks the agent took off in the tracker are put back (only the user unblocks);
         the ids of those tasks."""
-        by_id = {t.id: t for t in tasks}
         restored = stale_blocks(tasks, self.ctx.state)
         for tid in restored:
-            self._mark(tracker, by_id[tid], "blocked", self.ctx.state.task(tid).blocked)
+            task = tasks.get(tid)
+            assert task is not None  # stale_blocks names tasks of the tracker only
+            self._mark(tracker, task, "blocked", self.ctx.state.task(tid).blocked)
         return restored
 
     def _reopen_unverified(self, tracker: Tracker, rec: _Record) -> None:
@@ -583,7 +603,7 @@ class Iteration:
         task verified before a later step failed, a commit say, keeps its verdict)."""
         keep = {rec.task.id} if rec.verified else set()
         try:
-            ticked = newly_done(tracker.load(), rec.done_before | keep)
+            ticked = tracker.snapshot().done_since(rec.tasks_before, keep)
         except TrackerError as exc:
             log.warning("could not read the tracker to check what was marked done: %s", exc)
             return
@@ -639,8 +659,15 @@ class Iteration:
     def _memory(self) -> Memory:
         root, files = self.ctx.paths.root, self.ctx.config.files
         return Memory(agents=_read(root / files.agents), feedback=_read(root / files.feedback),
-                      progress=_read(root / files.progress), prd=_read(root / files.prd),
+                      progress=_read(root / files.progress), prd=self._tracker_text(),
                       prd_name=files.prd, progress_name=files.progress)
+
+    def _tracker_text(self) -> str:
+        """The tracker file's text as the iteration's start read it (not read again)."""
+        try:
+            return self.ctx.tracker().text()
+        except TrackerError as exc:
+            raise LoopError(str(exc)) from None
 
     def _note(self, line: str) -> None:
         self._edited()
@@ -695,11 +722,6 @@ def count_spend(state: LoopState, run_id: str, spend: SpendByAgent) -> None:
         into.iterations += 1
 
 
-def newly_done(tasks: list[Task], known: set[str]) -> list[Task]:
-    """The tasks marked done that are not in `known`."""
-    return [t for t in tasks if t.status == "done" and t.id not in known]
-
-
 def reopen_tasks(tracker: Tracker, tasks: list[Task], *, reason: str, progress: Path,
                  emit: EventSink) -> None:
     """Mark each task open again, with why in progress.md and a `task.reopened` event."""
@@ -732,6 +754,7 @@ class _Record:
     task: Task
     attempt_id: str
     started: str
+    tasks_before: Snapshot  # the tracker's tasks as the iteration started
     status: IterationStatus = "not_done"
     reason: str | None = None
     outcome: AgentOutcome | None = None
@@ -757,7 +780,6 @@ class _Record:
     reverted: set[str] = field(default_factory=set)  # those and the cache files removed
     staged: list[str] = field(default_factory=list)  # the agent's changes, staged
     stage_done: bool = False
-    done_before: set[str] = field(default_factory=set)  # tasks marked done at the start
     commit: str | None = None
     repo_clean: bool = False
     spend: SpendByAgent = field(default_factory=SpendByAgent)  # the agents' tokens and cost

@@ -43,6 +43,10 @@ class ProjectPaths:
     def attempt_file(self, task_id: str, attempt_id: str) -> Path:
         return self.ralph_dir / "attempts" / task_id / f"{attempt_id}.json"
 
+    def tracker_at_start(self, suffix: str) -> Path:
+        """The tracker file as the iteration in flight found it (for recovery)."""
+        return self.ralph_dir / "context" / f"tracker-at-start{suffix}"
+
     def relative(self, path: Path) -> str:
         """A path as shown in results: relative to the project root when inside it."""
         try:

@@ -36,7 +36,6 @@ from ralph.loop.iteration import (
     Iteration,
     LoopContext,
     last_iteration,
-    newly_done,
     note_progress,
     now_ts,
     reopen_tasks,
@@ -73,7 +72,7 @@ from ralph.proc import group_alive, kill_group, kill_owned, owner_id
 from ralph.store import Store
 from ralph.store.ids import IdGenerator
 from ralph.store.streams import stream_path
-from ralph.tracker import Task, next_task
+from ralph.tracker import Snapshot, open_tracker
 from ralph.wording import counted, every_task
 
 T = TypeVar("T")
@@ -304,7 +303,8 @@ class LoopService:
         in the tree), without starting or committing anything: faces call it to refuse a
         run at once rather than report its failure later."""
         state = load_state(self.paths.state, repair=False)
-        ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
+        ctx = LoopContext(self.paths, self.config, self.store, self.git, state,
+                          source=self._status_source)
         return await self._preflight(ctx, agent, policy or TreePolicy(), run_id=None)
 
     def start_slot_wait(self) -> float:
@@ -354,8 +354,8 @@ class LoopService:
         while True:
             if self._stop_requested:
                 return "stopped", "stopped on request", count
-            tasks = ctx.tracker().load()
-            if all(t.status == "done" for t in tasks):
+            tasks = ctx.tracker().snapshot()
+            if tasks.all_done():
                 try:
                     ok, why = await self._until_stopped(
                         self._final_check(ctx, emit, run_id, last_verified))
@@ -366,7 +366,7 @@ class LoopService:
                 if ok:
                     return "complete", f"{every_task(len(tasks))} verified done", count
                 return "error", why, count
-            if next_task(tasks) is None:
+            if tasks.next_task() is None:
                 return ("no_progress", "no task can move: every remaining task is blocked or "
                         "waits on a blocked one", count)
             if count >= limit:
@@ -462,11 +462,12 @@ class LoopService:
         try:
             state = load_state(self.paths.state)
             self._state = state
-            ctx = LoopContext(self.paths, self.config, self.store, self.git, state)
+            ctx = LoopContext(self.paths, self.config, self.store, self.git, state,
+                              source=self._status_source)
             await self._recover(ctx)
             if self._config_put_back:  # the one loaded was the agent's: read the one put back
                 self.config = ctx.config = load_config(self.paths.root)
-                self._status_source = StatusSource(self.paths, self.config)
+                self._status_source = ctx.source = StatusSource(self.paths, self.config)
             resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
             server = await self._start_server(ctx, resolved)
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
@@ -561,9 +562,8 @@ class LoopService:
         duration = time.monotonic() - clock if clock is not None else seconds_since(started_at)
         return RunOutcome(
             run_id=run_id, reason=reason, message=message, iterations=count,
-            done=sum(t.status == "done" for t in tasks), total=len(tasks),
-            blocked=sum(t.status == "blocked" for t in tasks),
-            open=sum(t.status not in ("done", "blocked") for t in tasks),
+            done=tasks.done, total=len(tasks), blocked=tasks.count_of("blocked"),
+            open=len(tasks) - tasks.done - tasks.count_of("blocked"),
             duration_seconds=round(duration, 3), tokens_in=spend.total.tokens_in,
             tokens_out=spend.total.tokens_out, cost_usd=spend.total.cost_usd,
             agents=spend.agents)
@@ -576,15 +576,15 @@ class LoopService:
         return budget_reached(spend.total, max_cost_usd=self.config.loop.max_cost_usd,
                               max_tokens=self.config.loop.max_tokens)
 
-    def _tasks(self, ctx: LoopContext) -> list[Task]:
+    def _tasks(self, ctx: LoopContext) -> Snapshot:
         try:
-            return ctx.tracker().load()
+            return ctx.tracker().snapshot()
         except Exception:  # the tracker's own error was already reported where it occurred
-            return []
+            return Snapshot(())
 
     def _progress(self, ctx: LoopContext) -> tuple[int, int]:
         tasks = self._tasks(ctx)
-        return sum(t.status == "done" for t in tasks), len(tasks)
+        return tasks.done, len(tasks)
 
     async def _preflight(self, ctx: LoopContext, agent: str | None, policy: TreePolicy, *,
                          run_id: str | None) -> ResolvedAgent:
@@ -776,13 +776,20 @@ class LoopService:
 
     def _reopen_after_death(self, ctx: LoopContext, flight: InFlight, emit: EventSink) -> None:
         """What the dead iteration's agent marked done was never verified: reopen it."""
-        if flight.done_before is None:  # recorded by an older Ralph: nothing to compare with
-            return
         reason = "the process running its iteration died before it was verified"
         try:
             tracker = ctx.tracker()
-            reopen_tasks(tracker, newly_done(tracker.load(), set(flight.done_before)),
-                         reason=reason, emit=emit,
+            now = tracker.snapshot()
+            if flight.tracker_copy is not None:
+                copy = self.paths.root / flight.tracker_copy
+                before = open_tracker(copy).snapshot()
+                ticked = now.done_since(before)
+            elif flight.done_before is not None:  # recorded by an older Ralph
+                known = set(flight.done_before)
+                ticked = [t for t in now if t.status == "done" and t.id not in known]
+            else:  # nothing to compare with
+                return
+            reopen_tasks(tracker, ticked, reason=reason, emit=emit,
                          progress=self.paths.root / self.config.files.progress)
         except (RalphError, OSError) as exc:
             log.warning("could not reopen what the interrupted iteration marked done: %s", exc)

@@ -55,8 +55,10 @@ class InFlight(BaseModel):
     # The process group of the child running now: the agent, a gate, the judge or the
     # reviewer (one at a time). The name is older than gates being recorded too.
     agent_pgid: int | None = None
-    # Tasks the tracker marked done when the iteration began: whatever else is marked done
-    # when it ends without a verdict (stopped, crashed, died) is reopened.
+    # The tracker file as the iteration began (a copy, relative to the project root):
+    # whatever else is marked done when it ends without a verdict (stopped, crashed, died)
+    # is reopened. `done_before` (those tasks' ids) is what older versions recorded instead.
+    tracker_copy: str | None = None
     done_before: list[str] | None = None
     # HEAD when the iteration began: protected paths are put back to it, and what the
     # iteration left is committed on top of it, by whoever finishes the iteration.

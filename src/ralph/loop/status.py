@@ -12,18 +12,21 @@ from ralph.loop.lock import ProjectLock
 from ralph.loop.models import BlockedTask, Cost, LastIteration, NextTask, StatusReport
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.state import LoopState, load_state, owner_died
-from ralph.tracker import Task, TrackerError, next_task, open_tracker
+from ralph.tracker import Snapshot, Task, Tracker, TrackerError, open_tracker
 
 
-def stale_blocks(tasks: list[Task], state: LoopState) -> list[str]:
+def stale_blocks(tasks: Snapshot, state: LoopState) -> list[str]:
     """Tasks state.json holds blocked that the tracker no longer marks blocked.
 
     The tracker says what is blocked (the next task is `next_task(tasks)`): a block this
     loop sets is marked there too, and marked again if an agent takes it off, so a task the
     user reopens in the tracker is no longer blocked, whatever state.json remembers."""
-    status = {t.id: t.status for t in tasks}
-    return [tid for tid, ts in state.tasks.items()
-            if ts.blocked and tid in status and status[tid] != "blocked"]
+    stale = []
+    for tid, entry in state.tasks.items():
+        task = tasks.get(tid) if entry.blocked else None
+        if task is not None and task.status != "blocked":
+            stale.append(tid)
+    return stale
 
 
 def state_block(state: LoopState, task: Task) -> str | None:
@@ -46,24 +49,19 @@ class StatusSource:
     def __init__(self, paths: ProjectPaths, config: Config) -> None:
         self.prd = paths.root / config.files.prd
         self.state_path = paths.state
-        self._tasks: tuple[tuple[int, int, int], list[Task] | TrackerError] | None = None
+        self._tracker: Tracker | None = None  # keeps its last parse (ralph.tracker.filecache)
         self._state: tuple[tuple[int, int, int] | None, LoopState] | None = None
 
-    def tasks(self) -> list[Task]:
+    def tracker(self) -> Tracker:
+        """The project's tracker: one for the source's life, so its last parse is shared by
+        the loop and every status (opened again if the file went and came back)."""
+        if self._tracker is None or not self._tracker.path.is_file():
+            self._tracker = open_tracker(self.prd)
+        return self._tracker
+
+    def tasks(self) -> Snapshot:
         """The tasks; raises TrackerError (as often as asked) while the PRD cannot be read."""
-        key = file_signature(self.prd)
-        if self._tasks is None or key is None or self._tasks[0] != key:
-            tasks: list[Task] | TrackerError
-            try:
-                tasks = open_tracker(self.prd).load()
-            except TrackerError as exc:
-                tasks = exc
-            self._tasks = (key, tasks) if key is not None else None
-        else:
-            tasks = self._tasks[1]
-        if isinstance(tasks, TrackerError):
-            raise tasks
-        return tasks
+        return self.tracker().snapshot()
 
     def state(self) -> LoopState:
         key = file_signature(self.state_path)
@@ -84,7 +82,7 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
     try:
         tasks = source.tasks()
     except TrackerError as exc:  # an editor opens any folder: report it, count no task
-        tasks, prd_error = [], prd_problem(source.prd, exc)
+        tasks, prd_error = Snapshot(()), prd_problem(source.prd, exc)
     files = config.files
     running = active_run_id is not None or (
         state.active_run is not None and ProjectLock(paths.lock).is_held_elsewhere())
@@ -100,14 +98,14 @@ def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | No
             status="interrupted", exit_code=None, started_at=flight.started_at,
             finished_at=None, verified=False,
             reason=f"{owner_died(flight.pid)}; the next step or run records it")
-    nxt = next_task(tasks)
+    nxt = tasks.next_task()
     blocked = [BlockedTask(task_id=t.id, title=t.title,
                            reason=t.blocked_reason or state_block(state, t))
-               for t in tasks if t.status == "blocked"]
+               for t in tasks.blocked()]
     return StatusReport(
         version=__version__, cwd=str(paths.root), prd=files.prd, progress=files.progress,
         agents=files.agents, prompt=files.prompt,
-        done=sum(t.status == "done" for t in tasks), total=len(tasks),
+        done=tasks.done, total=len(tasks),
         next=NextTask(task_id=nxt.id, title=nxt.title, kind=nxt.kind) if nxt else None,
         running=running, paused=paused or bool(active and active.paused),
         activeRunId=active_run_id or (active.run_id if active else None),

@@ -5,6 +5,8 @@ Reads the tracker and state.json only and writes nothing, like the status report
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel
 
 from ralph.config import Config
@@ -87,7 +89,17 @@ def task_list(paths: ProjectPaths, config: Config) -> TaskList:
         entries.append(TaskEntry(
             id=task.id, title=task.title, status=task.status, kind=task.kind,
             depends_on=list(task.depends_on), acceptance=list(task.acceptance),
-            attempts=recorded.attempts if recorded else 0,
+            attempts=recorded.attempts if recorded else recorded_attempts(paths, task.id),
             blocked_reason=(task.blocked_reason or state_block(state, task)) if blocked else None,
             next=chosen is not None and task.id == chosen.id))
     return TaskList(prd=source, tasks=entries, warnings=warnings)
+
+
+def recorded_attempts(paths: ProjectPaths, task_id: str) -> int:
+    """The attempts recorded for a task state.json no longer follows (a task verified done
+    leaves it): one record per attempt in .ralph/attempts/TASK/."""
+    try:
+        return sum(1 for entry in os.scandir(paths.attempt_file(task_id, "x").parent)
+                   if entry.name.endswith(".json"))
+    except OSError:
+        return 0

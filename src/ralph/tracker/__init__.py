@@ -7,8 +7,9 @@
     if task is not None:
         tracker.set_status(task.id, "in_progress")
 
-Every call reads the file afresh (agents edit it); every write is atomic and changes only the
-task asked for. All failures are TrackerError, with one-line messages naming file and line.
+Every call answers for the file as it is now (agents edit it), from the tracker's last parse
+when the file did not change; every write is atomic and changes only the task asked for.
+All failures are TrackerError, with one-line messages naming file and line.
 """
 
 from ralph.tracker.errors import TrackerError
@@ -18,6 +19,7 @@ from ralph.tracker.markdown import MarkdownTracker
 from ralph.tracker.model import KINDS, STATUSES, Task, TaskKind, TaskStatus, kind_from_title
 from ralph.tracker.protocol import Tracker, TrackerFormat
 from ralph.tracker.selection import Summary, next_task, summary
+from ralph.tracker.snapshot import Snapshot
 from ralph.tracker.suspicious import SuspiciousLine, suspicious_lines
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "STATUSES",
     "JsonTracker",
     "MarkdownTracker",
+    "Snapshot",
     "Summary",
     "SuspiciousLine",
     "Task",

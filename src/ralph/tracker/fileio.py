@@ -20,6 +20,11 @@ def read_text(path: Path) -> str:
         raise TrackerError(f"{path}: is a directory, not a tracker file") from None
     except OSError as exc:
         raise TrackerError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return decode(path, data)
+
+
+def decode(path: Path, data: bytes) -> str:
+    """The file's bytes as text; TrackerError naming the line of the first invalid byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

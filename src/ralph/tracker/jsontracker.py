@@ -7,15 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from ralph.tracker.errors import TrackerError
-from ralph.tracker.fileio import BOM, read_text, write_text
+from ralph.tracker.filecache import FileCache
+from ralph.tracker.fileio import BOM, write_text
 from ralph.tracker.jsonparse import parse_json_prd
 from ralph.tracker.model import Task, TaskStatus
 from ralph.tracker.protocol import TrackerFormat
+from ralph.tracker.snapshot import Snapshot
 from ralph.tracker.status import checked_status, normalized_reason
 
 
 class JsonTracker:
-    """Reads and updates a prd.json; see ralph.tracker.jsonparse for the fields."""
+    """Reads and updates a prd.json; see ralph.tracker.jsonparse for the fields.
+
+    The last parse is kept while the file's signature shows no change (ralph.tracker
+    .filecache); a changed file is parsed whole (JSON has no cheap partial parse).
+    """
 
     path: Path
     format: TrackerFormat
@@ -23,22 +29,49 @@ class JsonTracker:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.format = "json"
+        self.file = FileCache(path)
+        self.parses = 0  # parses done (tests count them, not time)
+        self._snapshot: Snapshot | None = None
+        self._failed: TrackerError | None = None  # why the cached version cannot be parsed
+
+    def snapshot(self) -> Snapshot:
+        version, changed = self.file.current()
+        if not changed and self._failed is not None:
+            raise self._failed  # the same broken file: the same error, without parsing again
+        if changed or self._snapshot is None:
+            try:
+                self._snapshot = self._parse(version.text)
+                self._failed = None
+            except TrackerError as exc:
+                self._snapshot, self._failed = None, exc
+                raise
+        return self._snapshot
 
     def load(self) -> list[Task]:
-        return list(parse_json_prd(self.path, read_text(self.path)).tasks)
+        return list(self.snapshot())
+
+    def text(self) -> str:
+        return self.file.text()
+
+    def _parse(self, text: str) -> Snapshot:
+        self.parses += 1
+        return Snapshot(parse_json_prd(self.path, text).tasks)
 
     def set_status(self, task_id: str, status: TaskStatus, reason: str | None = None) -> Task:
         checked = checked_status(self.path, task_id, status)
-        prd = parse_json_prd(self.path, read_text(self.path))
+        # Parsed afresh: the edit below changes the parsed document in place.
+        prd = parse_json_prd(self.path, self.file.current()[0].text)
         index = prd.index_of(task_id)
         if index is None:
             raise TrackerError(f"{self.path}: no story with id '{task_id}'")
         update_story(prd.stories[index], checked, normalized_reason(reason))
         text = json.dumps(prd.data, indent=2, ensure_ascii=False) + "\n"
         text = (BOM if prd.bom else "") + text
+        updated = self._parse(text)  # read back: the caller sees what the file now says
         write_text(self.path, text)
-        # Read back from the new text, so the caller sees exactly what the file now says.
-        return parse_json_prd(self.path, text).tasks[index]
+        self.file.remember(text)
+        self._snapshot = updated
+        return updated[index]
 
 
 def update_story(story: dict[str, Any], status: TaskStatus, reason: str | None) -> None:

@@ -4,6 +4,7 @@ line leaves every other byte of the file (CRLF, a missing final newline) exactly
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 # \r\n, \n and a lone \r end a line; nothing else does (unlike str.splitlines, which would also
 # split at \x0b, \x1c or \u2028 and so misnumber lines and change bytes on rewrite).
@@ -27,7 +28,7 @@ def ending(line: str) -> str:
     return line[len(content(line)) :]
 
 
-def first_ending(lines: list[str]) -> str:
+def first_ending(lines: Sequence[str]) -> str:
     """The ending new lines should use: the file's own, or "\\n" when it has none."""
     return next((ending(line) for line in lines if ending(line)), "\n")
 

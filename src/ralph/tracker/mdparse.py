@@ -15,6 +15,7 @@ of the task's indentation ends it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -30,8 +31,9 @@ from ralph.tracker.mdlines import (
     indent_width,
     split_lines,
 )
-from ralph.tracker.mdsection import find_tasks_section, no_tasks
+from ralph.tracker.mdsection import Section, find_tasks_section, no_tasks
 from ralph.tracker.model import Task, TaskStatus, kind_from_title
+from ralph.tracker.snapshot import Snapshot
 from ralph.tracker.validate import check_dependencies
 
 STATUS_OF_MARK: dict[str, TaskStatus] = {
@@ -81,19 +83,24 @@ class TaskBlock:
 
 @dataclass(frozen=True)
 class ParsedPrd:
-    """A markdown PRD: its lines (endings kept, BOM removed) and its tasks."""
+    """A markdown PRD: its text and lines (endings kept, BOM removed), where its task list
+    is, and its tasks (`snapshot`, in the order of `blocks`)."""
 
     bom: bool
+    body: str
     lines: tuple[str, ...]
     newline: str
+    section: Section
     blocks: tuple[TaskBlock, ...]
+    snapshot: Snapshot
 
     def block(self, task_id: str) -> TaskBlock | None:
-        return next((b for b in self.blocks if b.task.id == task_id), None)
+        position = self.snapshot.positions.get(task_id)
+        return None if position is None else self.blocks[position]
 
 
 @dataclass
-class _Draft:
+class Draft:
     """A task while its lines are being collected."""
 
     line: int
@@ -109,23 +116,34 @@ class _Draft:
 def parse_prd(path: Path, text: str) -> ParsedPrd:
     """Parse and validate a PRD; TrackerError names the file and line of the first problem."""
     bom = text.startswith(BOM)
-    lines = split_lines(text[len(BOM) :] if bom else text)
+    body = text[len(BOM) :] if bom else text
+    lines = split_lines(body)
     section = find_tasks_section(path, lines)
-    drafts = _collect(lines, section.start, section.end)
+    drafts = collect(lines, section.start, section.end)
     if not drafts:
         raise no_tasks(path)
-    blocks = tuple(_finish(path, draft, order) for order, draft in enumerate(drafts))
+    blocks = tuple(finish(path, draft, order) for order, draft in enumerate(drafts))
+    validate(path, blocks)
+    tasks = tuple(block.task for block in blocks)
+    return ParsedPrd(bom=bom, body=body, lines=tuple(lines), newline=first_ending(lines),
+                     section=section, blocks=blocks, snapshot=Snapshot(tasks, ranked=False))
+
+
+def validate(path: Path, blocks: tuple[TaskBlock, ...]) -> None:
+    """The checks that span tasks: unique ids, known dependencies, no cycle."""
     _check_unique(path, blocks)
     check_dependencies(
         [block.task for block in blocks],
         lambda task: f"{path}:{blocks[task.order].line + 1}",
     )
-    return ParsedPrd(bom=bom, lines=tuple(lines), newline=first_ending(lines), blocks=blocks)
 
 
-def _collect(lines: list[str], start: int, end: int) -> list[_Draft]:
-    drafts: list[_Draft] = []
-    current: _Draft | None = None
+def collect(lines: Sequence[str], start: int, end: int, *,
+            resync: Callable[[int], bool] | None = None) -> list[Draft]:
+    """The tasks' drafts in lines [start, end). `resync(index)`, if given, is asked at each
+    task line: True stops the collection there (that task and what follows are known)."""
+    drafts: list[Draft] = []
+    current: Draft | None = None
     # What an indented non-bullet line continues: the task's title, its last bullet, or (after
     # a blank line) nothing: a separate paragraph, kept in the file but not parsed.
     extends: Literal["title", "bullet"] | None = None
@@ -144,8 +162,10 @@ def _collect(lines: list[str], start: int, end: int) -> list[_Draft]:
         fence = fence_opened(body)
         checkbox = CHECKBOX.match(body) if fence is None else None
         if checkbox and not inside:
+            if resync is not None and resync(index):
+                break
             rest = checkbox.group("rest")
-            current = _Draft(
+            current = Draft(
                 line=index,
                 indent=indent,
                 indent_text=body[: len(body) - len(body.lstrip(" \t"))],
@@ -191,7 +211,7 @@ def _sub_bullet(index: int, body: str, bullet: re.Match[str]) -> SubBullet:
     )
 
 
-def _finish(path: Path, draft: _Draft, order: int) -> TaskBlock:
+def finish(path: Path, draft: Draft, order: int) -> TaskBlock:
     where = f"{path}:{draft.line + 1}"
     status = STATUS_OF_MARK.get(draft.mark)
     if status is None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from ralph.tracker.model import Task, TaskStatus
+from ralph.tracker.snapshot import Snapshot
 
 TrackerFormat = Literal["md", "json"]
 
@@ -13,15 +14,26 @@ TrackerFormat = Literal["md", "json"]
 class Tracker(Protocol):
     """A task list stored in one file that both people and agents edit.
 
-    Nothing is cached: every call reads the file again, because the agent edits it between
-    calls (ticking boxes) and the orchestrator must judge what is on disk now.
+    Every call answers for the file as it is on disk now (the agent edits it between calls),
+    but a tracker keeps its last parse: a file whose signature (device, inode, size, mtime)
+    is unchanged is not read again, unless it was written within the filesystem's timestamp
+    granularity (then its content is compared), and a changed markdown file is parsed only
+    where it changed. Keep one tracker per file to benefit.
     """
 
     path: Path
     format: TrackerFormat
 
+    def snapshot(self) -> Snapshot:
+        """The tasks as the file holds them now; raises TrackerError."""
+        ...
+
     def load(self) -> list[Task]:
-        """Parse and validate the file; raises TrackerError."""
+        """The tasks as a new list (see snapshot()); raises TrackerError."""
+        ...
+
+    def text(self) -> str:
+        """The file's text as last read (by snapshot() or load()), else as it is now."""
         ...
 
     def set_status(self, task_id: str, status: TaskStatus, reason: str | None = None) -> Task:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import TypedDict
 
 from ralph.tracker.model import Task
+from ralph.tracker.ready import next_ready
+from ralph.tracker.snapshot import Snapshot
 
 
 class Summary(TypedDict):
@@ -17,30 +19,12 @@ class Summary(TypedDict):
     next: str | None
 
 
-def _sort_key(task: Task) -> tuple[bool, bool, int, int]:
-    # An in_progress task was interrupted (a killed run, a reopened attempt): finishing it comes
-    # before starting anything else. Then priority, where a missing one sorts last, then order.
-    return (
-        task.status != "in_progress",
-        task.priority is None,
-        task.priority if task.priority is not None else 0,
-        task.order,
-    )
-
-
 def next_task(tasks: Sequence[Task]) -> Task | None:
-    """The task to work on now, or None when nothing is ready.
-
-    Ready means open or in_progress (never done or blocked) with every prerequisite done. An id
-    in depends_on that names no task counts as not done (load() rejects such files anyway).
-    """
-    done = {task.id for task in tasks if task.status == "done"}
-    ready = [
-        task
-        for task in tasks
-        if task.status in ("open", "in_progress") and all(dep in done for dep in task.depends_on)
-    ]
-    return min(ready, key=_sort_key, default=None)
+    """The task to work on now, or None when nothing is ready (see ralph.tracker.ready);
+    a Snapshot answers without walking every task."""
+    if isinstance(tasks, Snapshot):
+        return tasks.next_task()
+    return next_ready(tasks)
 
 
 def summary(tasks: Sequence[Task]) -> Summary:
