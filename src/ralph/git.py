@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Container, Mapping, Sequence
@@ -39,6 +40,7 @@ _BASE_ENV: Mapping[str, str] = {
     "GIT_OPTIONAL_LOCKS": "0",  # status must not take index.lock from an agent's own git
 }
 _BASE_CONFIG = ("-c", "color.ui=false", "-c", "core.quotepath=false")
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # an object id: sha1 or sha256
 """Per-command settings that keep the output parseable whatever the user's config says."""
 
 
@@ -118,6 +120,7 @@ class Git:
         self._ignore_stamp: tuple[int, int] | None = None
         self._unignored: dict[tuple[str, ...], list[str]] = {}
         self._index: Path | None = None
+        self._git_dirs: tuple[Path, Path] | None = None  # (this worktree's, the common one)
 
     async def snapshot(self, *, exclude: Sequence[str] = (),
                        untracked: Literal["all", "normal"] = "all") -> WorkTree:
@@ -451,10 +454,27 @@ class Git:
                 return None
             detail = "\n".join(_last_lines(result.tail, _ERROR_LINES))
             raise GitError(f"git commit failed (exit 1):\n{detail}", output=detail)
-        sha = await self.head()
+        sha = await self._head_from_files() or await self.head()
         if sha is None:
             raise GitError("git commit succeeded but HEAD has no commit")
         return sha
+
+    async def _head_from_files(self) -> str | None:
+        """HEAD's sha read from the repository's files (HEAD and the loose ref a commit has
+        just written), sparing a git process on every iteration's path; None when they do
+        not say (a ref store without loose refs, say): then ask git."""
+        if self._git_dirs is None:
+            _, out = await self._run(["rev-parse", "--git-dir", "--git-common-dir"])
+            own, common = os.fsdecode(bytes(out.stdout)).splitlines()[:2]
+            self._git_dirs = (self.root / own, self.root / common)
+        own_dir, common_dir = self._git_dirs
+        try:
+            head = (own_dir / "HEAD").read_text(encoding="ascii").strip()
+            if head.startswith("ref: refs/heads/"):
+                head = (common_dir / head[5:]).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return head if _SHA.fullmatch(head) else None
 
     # -- plumbing ---------------------------------------------------------------------------
 

@@ -360,3 +360,25 @@ async def test_slow_hook_times_out_and_is_killed(repo: Path) -> None:
     # git got SIGTERM first, so it removed its lock files on the way out.
     assert not (repo / ".git" / "index.lock").exists()
     assert git(repo, "status", "--porcelain") == "M  a.txt\n"
+
+
+@pytest.mark.parametrize("where", ["branch", "packed", "detached", "worktree"])
+async def test_a_commit_returns_the_new_head_wherever_the_refs_are(repo: Path, tmp_path: Path,
+                                                                  where: str) -> None:
+    """The sha after a commit is read from HEAD and the loose ref when they say it (no git
+    process), and must be HEAD's in each layout."""
+    await committed(repo)
+    root = repo
+    if where == "packed":
+        git(repo, "pack-refs", "--all")
+    elif where == "detached":
+        git(repo, "checkout", "-q", "--detach")
+    elif where == "worktree":
+        root = tmp_path / "other"
+        git(repo, "worktree", "add", "-q", "-b", "side", str(root))
+    write(root, "new.txt", "new\n")
+    repository = Git(root)
+    sha = await repository.commit_all("another")
+    assert sha == git(root, "rev-parse", "HEAD").strip()
+    assert sha == await Git(root).head()
+    assert await repository._head_from_files() == sha  # read without asking git
