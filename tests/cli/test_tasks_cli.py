@@ -223,3 +223,15 @@ def test_listed_in_the_help(cli: Cli) -> None:
     result = cli("tasks", "--help")
     assert result.code == 0
     assert "--json" in result.out and "--root PATH" in result.out
+
+
+def test_a_done_task_state_json_no_longer_follows_counts_its_attempt_records(
+        cli: Cli, tmp_path: Path) -> None:
+    state = {"tasks": {k: v for k, v in STATE["tasks"].items() if k != "1"}}
+    root = project(tmp_path / "p", state=state)
+    records = root / ".ralph" / "attempts" / "1"
+    records.mkdir(parents=True)
+    for name in ("1-1.json", "1-2.json", "1-3.json"):
+        (records / name).write_text("{}")
+    tasks = cli("tasks", "--json", "--root", str(root)).json()["tasks"]
+    assert [t["attempts"] for t in tasks] == [3, 3, 3, 0, 1]
