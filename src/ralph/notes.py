@@ -103,6 +103,25 @@ def list_notes(store: Store, *, note_type: str | None = None,
     return [n for n in notes if n is not None and (note_type is None or n.type == note_type)]
 
 
+class NoteFeed:
+    """All sessions' notes, kept and extended with the ones added since the last call: the
+    loop shows them in every prompt, and reading every note (and its text) again each
+    iteration would cost time in proportion to the notes ever written."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._notes: list[Note] = []
+        self._seen = 0  # the last seq read
+
+    def notes(self) -> list[Note]:
+        for frame in self.store.read(topic="ralph.*", after_seq=self._seen):
+            self._seen = max(self._seen, frame.seq)
+            note = note_from_frame(self.store, frame)
+            if note is not None:
+                self._notes.append(note)
+        return self._notes
+
+
 def group_by_type(notes: list[Note]) -> dict[str, list[Note]]:
     """Notes grouped by type, in the order of NOTE_TYPES."""
     groups: dict[str, list[Note]] = {t: [] for t in NOTE_TYPES}

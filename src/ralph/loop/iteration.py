@@ -48,7 +48,7 @@ from ralph.loop.worktree import (
     tree_is_clean,
     untracked_outputs,
 )
-from ralph.notes import list_notes
+from ralph.notes import NoteFeed
 from ralph.store import Store
 from ralph.store.frame import format_ts
 from ralph.tracker import Snapshot, Task, TaskStatus, Tracker, TrackerError
@@ -87,6 +87,7 @@ class LoopContext:
     # Where the tracker comes from: one that keeps its last parse for the service's life
     # (ralph.tracker.filecache), shared with `status`.
     source: StatusSource | None = None
+    notes: NoteFeed | None = None  # the session notes for the prompts, read as they come
 
     def save(self, *, durable: bool = True) -> None:
         save_state(self.paths.state, self.state, durable=durable)
@@ -647,8 +648,10 @@ class Iteration:
         budget = min(self.ctx.config.loop.notes_chars, self.ctx.config.loop.context_chars // 4)
         if budget <= 0:
             return ""
+        if self.ctx.notes is None:
+            self.ctx.notes = NoteFeed(self.ctx.store)
         try:
-            notes = list_notes(self.ctx.store)
+            notes = self.ctx.notes.notes()
         except (RalphError, OSError) as exc:
             log.warning("could not read the notes for the prompt: %s", exc)
             return ""
