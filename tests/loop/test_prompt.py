@@ -4,13 +4,16 @@ progress, the PRD's end, FEEDBACK.md's end and AGENTS.md's end."""
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ralph.loop.prompt import NOTES_HEADING, Memory, build_prompt, notes_section
+from ralph.loop.iteration import _read_tail
+from ralph.loop.prompt import NOTES_HEADING, Memory, _tail_lines, build_prompt, notes_section
 from ralph.notes import Note
 from ralph.tracker import Task
 
@@ -345,3 +348,18 @@ def test_the_notes_section_never_exceeds_its_budget() -> None:
                 listed = [line for line in section.splitlines() if line.startswith("- [")]
                 left_out = re.search(r"- \((\d+) older notes? not shown\)", section)
                 assert len(listed) + (int(left_out[1]) if left_out else 0) == count
+
+
+def test_the_end_of_progress_read_from_the_files_end_is_what_the_whole_would_give(
+        tmp_path: Path) -> None:
+    rng = random.Random(3)
+    path = tmp_path / "progress.md"
+    for _ in range(400):
+        alphabet = rng.choice(["ab é€🙂", "🙂", "a ", " 🙂\t"])
+        lines = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+                 for _ in range(rng.randint(0, 60))]
+        text = "\n".join(lines) + rng.choice(["", "\n"])
+        path.write_text(text, encoding="utf-8")
+        limit = rng.randint(0, 300)
+        assert _tail_lines(_read_tail(path, limit).strip(), limit) == _tail_lines(
+            text.strip(), limit)

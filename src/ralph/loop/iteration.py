@@ -662,7 +662,9 @@ class Iteration:
     def _memory(self) -> Memory:
         root, files = self.ctx.paths.root, self.ctx.config.files
         return Memory(agents=_read(root / files.agents), feedback=_read(root / files.feedback),
-                      progress=_read(root / files.progress), prd=self._tracker_text(),
+                      progress=_read_tail(root / files.progress,
+                                          self.ctx.config.loop.progress_tail_chars),
+                      prd=self._tracker_text(),
                       prd_name=files.prd, progress_name=files.progress)
 
     def _tracker_text(self) -> str:
@@ -851,6 +853,34 @@ def _read(path: Path, *, required: bool = False) -> str:
         if required:
             raise LoopError(f"{path.name} is missing: run `ralph init` or set it in "
                             "ralph.toml [files]") from None
+        return ""
+    except OSError as exc:
+        raise LoopError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _read_tail(path: Path, chars: int) -> str:
+    """The whole lines at the end of a file that can hold `chars` characters (and more):
+    progress.md only grows, and the prompt shows only its end."""
+    size = 4 * chars + 4  # bytes: at least chars + 1 characters of UTF-8
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            length = handle.tell()
+            if length <= size:
+                handle.seek(0)
+                return handle.read().decode("utf-8", "replace")
+            handle.seek(length - size)
+            tail = handle.read().decode("utf-8", "replace")
+            newline = tail.find("\n")
+            kept = tail[newline + 1:] if newline >= 0 else ""
+            # The prompt keeps the last lines that fit in `chars`: they are all in `kept` if
+            # what follows its first line is longer than that (long lines may need it all).
+            second = kept.find("\n")
+            if second < 0 or len(kept) - second - 1 <= chars:
+                handle.seek(0)
+                return handle.read().decode("utf-8", "replace")
+            return kept
+    except FileNotFoundError:
         return ""
     except OSError as exc:
         raise LoopError(f"cannot read {path}: {exc.strerror}") from None
