@@ -192,7 +192,8 @@ class Iteration:
         try:
             text = tracker.text()
             copy.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(copy, text, durable=False)
+            # Written in place, not by rename: state.json names it only once it is whole.
+            copy.write_text(text, encoding="utf-8")
         except (OSError, TrackerError) as exc:
             log.warning("could not keep a copy of the tracker for recovery: %s", exc)
             return None
@@ -232,7 +233,7 @@ class Iteration:
                                       rec.context_dir / "protected",
                                       outputs=ctx.state.gate_outputs)
         prompt_file = rec.context_dir / "prompt.md"
-        atomic_write_text(prompt_file, prompt, durable=False)
+        prompt_file.write_text(prompt, encoding="utf-8")  # a new file nobody reads yet
         rec.log_path = paths.log(rec.iteration)
         outcome = await self._agent(prompt, prompt_file, rec.log_path, "agent", rec)
         rec.outcome = outcome
