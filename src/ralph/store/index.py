@@ -89,6 +89,8 @@ DROP INDEX IF EXISTS frames_stream;
 DROP INDEX IF EXISTS frames_ts;
 """
 _COLUMNS = "seq, id, ts, topic, stream, meta, hash, byte_offset"
+# A topic range of fewer frames than this many pages is read topic by topic (Index.page).
+_FEW = 10
 Row = tuple[Any, ...]
 
 T = TypeVar("T")
@@ -553,29 +555,73 @@ class Index:
              until: str | None = None, limit: int = 1000, newest_first: bool = False
              ) -> list[Frame]:
         """One page of frames matching every filter given, in seq order (or newest first)."""
-        where = ["seq > ?"]
-        args: list[Any] = [after_seq]
-        if upto is not None:
-            where.append("seq <= ?")
-            args.append(upto)
-        if topic is not None:
-            clause, topic_args = topic.sql()
-            where.append(clause)
-            args += topic_args
-        if stream is not None:
-            where.append("stream = ?")
-            args.append(stream)
-        if since is not None:
-            where.append("ts >= ?")
-            args.append(since)
-        if until is not None:
-            where.append("ts < ?")
-            args.append(until)
+        def conditions(query: TopicQuery | None) -> tuple[str, list[Any]]:
+            where = ["seq > ?"]
+            args: list[Any] = [after_seq]
+            if upto is not None:
+                where.append("seq <= ?")
+                args.append(upto)
+            if query is not None:
+                clause, topic_args = query.sql()
+                where.append(clause)
+                args += topic_args
+            if stream is not None:
+                where.append("stream = ?")
+                args.append(stream)
+            if since is not None:
+                where.append("ts >= ?")
+                args.append(since)
+            if until is not None:
+                where.append("ts < ?")
+                args.append(until)
+            return " AND ".join(where), args
+
         order = "DESC" if newest_first else "ASC"
-        sql = (f"SELECT {_COLUMNS} FROM frames WHERE {' AND '.join(where)} "
-               f"ORDER BY seq {order} LIMIT ?")
-        args.append(limit)
-        return self._frames(lambda: self._conn_checked().execute(sql, args).fetchall())
+
+        def select(query: TopicQuery | None) -> list[Row]:
+            where, args = conditions(query)
+            return self._conn_checked().execute(
+                f"SELECT {_COLUMNS} FROM frames WHERE {where} ORDER BY seq {order} LIMIT ?",
+                [*args, limit]).fetchall()
+
+        def select_range() -> list[Row]:
+            # A topic range with a seq range makes SQLite walk the frames by seq (the rowid)
+            # looking for those topics: when they are few (notes among agent output), ask for
+            # each topic of the range instead (an index search each) and merge by seq.
+            assert topic is not None
+            lower, upper = topic.sql()[1]
+            few = self._conn_checked().execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM frames WHERE topic >= ? AND topic < ? "
+                "LIMIT ?)", (lower, upper, _FEW * limit)).fetchone()[0] < _FEW * limit
+            if not few:
+                return select(topic)
+            rows = []
+            for name in self._topics_from(topic.value):
+                where, args = conditions(TopicQuery(name, prefix=False))
+                rows += self._conn_checked().execute(
+                    f"SELECT {_COLUMNS} FROM frames WHERE {where} ORDER BY seq {order} "
+                    "LIMIT ?", [*args, limit]).fetchall()
+            rows.sort(key=lambda row: int(row[0]), reverse=newest_first)
+            return rows[:limit]
+
+        if topic is not None and topic.prefix and topic.value:
+            return self._frames(select_range)
+        return self._frames(lambda: select(topic))
+
+    def _topics_from(self, prefix: str) -> list[str]:
+        """The distinct topics starting with `prefix`, one index search each (a skip scan:
+        never a walk over every frame of those topics)."""
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        found: list[str] = []
+        after, operator = prefix, ">="
+        while True:
+            row = self._conn_checked().execute(
+                f"SELECT topic FROM frames WHERE topic {operator} ? AND topic < ? "
+                "ORDER BY topic LIMIT 1", (after, upper)).fetchone()
+            if row is None:
+                return found
+            after, operator = row[0], ">"
+            found.append(after)
 
     def get(self, frame_id: str) -> Frame | None:
         frames = self._frames(lambda: self._conn_checked().execute(
