@@ -100,8 +100,10 @@ def _rebuilt(old: ParsedPrd, body: str, lines: tuple[str, ...], section: Section
         for a, b in zip(before, fresh, strict=True))
     if not same_ids:
         validate_blocks(path, blocks)
-    tasks = (old.snapshot.tasks[:start] + tuple(block.task for block in fresh)
-             + tuple(block.task for block in tail))
+    # The tasks after the change are the old ones unless they were renumbered.
+    later = (tuple(block.task for block in tail) if shift
+             else old.snapshot.tasks[stop:])
+    tasks = old.snapshot.tasks[:start] + tuple(block.task for block in fresh) + later
     marks = old.snapshot.marks[:start] + marks_of([b.task for b in fresh]) + (
         old.snapshot.marks[stop:])
     snapshot = Snapshot(tasks, marks=marks, index=old.snapshot.positions if same_ids else None,
