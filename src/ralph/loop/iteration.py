@@ -138,7 +138,8 @@ class Iteration:
                                        task_title=task.title, attempt_id=attempt_id,
                                        started_at=started, pid=_pid(),
                                        tracker_copy=tracker_copy)
-        ctx.save(durable=False)
+        # Saved when the agent starts (`_started`): before that, a process that dies leaves
+        # nothing an iteration's recovery would have to finish.
         self.emit("iteration.started", {"iteration": iteration, "iteration_id": f"{iteration:06d}",
                                         "agent": self.agent.name, "task_id": task.id,
                                         "title": task.title, "kind": task.kind,
@@ -505,8 +506,9 @@ class Iteration:
                                  exclude=self._never_staged(after))
         rec.stage_done = True
         if state.in_flight is not None:  # a later start commits the index as it is
+            # Saved with the next save (a gate's, judge's or reviewer's start, or the end):
+            # until a gate runs, staging the agent's work again gives the same index.
             state.in_flight.staged = True
-            self.ctx.save(durable=False)
 
     def _never_staged(self, tree: WorkTree) -> list[str]:
         """Ralph's runtime files, and the gates' earlier outputs (an agent's own `git add
