@@ -84,8 +84,9 @@ class FileCache:
         return version, cached is None or cached.text != text
 
     def text(self) -> str:
-        """The text of the version last read, else of the file now."""
-        return self.version.text if self.version is not None else self.current()[0].text
+        """The text of the version last read, else of the file now (not kept: the version
+        kept is always the one the tracker parsed last)."""
+        return self.version.text if self.version is not None else self._read()
 
     def remember(self, text: str) -> None:
         """`text` was just written to the file by this process."""
