@@ -363,3 +363,13 @@ def test_the_end_of_progress_read_from_the_files_end_is_what_the_whole_would_giv
         limit = rng.randint(0, 300)
         assert _tail_lines(_read_tail(path, limit).strip(), limit) == _tail_lines(
             text.strip(), limit)
+
+
+def test_blank_lines_at_the_end_of_progress_do_not_hide_its_last_entries(tmp_path: Path) -> None:
+    path = tmp_path / "progress.md"
+    for end in ("\n" * 500, " " * 600 + "\n", "\n \n" * 300):
+        text = "- old entry\n" * 50 + "- the newest entry\n" + end
+        path.write_text(text)
+        shown = _tail_lines(_read_tail(path, 100).strip(), 100)
+        assert shown == _tail_lines(text.strip(), 100)
+        assert shown.endswith("- the newest entry")

@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ralph.loop import ratelimit
+from ralph.store import Store
 from ralph.testing import misbehaving
 from ralph.tracker import markdown
 from ralph.tracker.mdincremental import reparse_prd
@@ -74,10 +77,10 @@ async def test_what_a_dead_orchestrators_iteration_ticked_is_reopened(project: P
                                   {"tick": True}]}})
     proc = start_orchestrator(project.root)
     try:
-        await wait_for((project.root / "half.txt").exists, timeout=60)
+        # The agent writes half.txt, then ticks: wait for the ticks, not the file.
+        await wait_for(lambda: "- [x] 3." in project.read_prd(), timeout=60)
         await wait_for(lambda: bool((project.state().get("in_flight") or {})
                                     .get("agent_pgid")), timeout=60)
-        assert "- [x] 3." in project.read_prd()
         copy = project.state()["in_flight"]["tracker_copy"]
         assert "- [ ] 3." in (project.root / copy).read_text()  # as the iteration began
     finally:
@@ -93,3 +96,45 @@ async def test_what_a_dead_orchestrators_iteration_ticked_is_reopened(project: P
     assert "- [ ] 3." in prd and "- [x] 1." in prd
     progress = (project.root / "progress.md").read_text()
     assert "Ralph reopened task 3" in progress and "died before it was verified" in progress
+
+
+async def test_a_run_killed_before_its_agent_starts_leaves_the_iteration_to_recover(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed while the second iteration waits for the hourly start slot (after
+    `iteration.started`, before the agent): the next start records that iteration as
+    interrupted and numbers its own after it."""
+    config = (project.root / "ralph.toml").read_text()
+    (project.root / "ralph.toml").write_text(
+        config.replace("[loop]\n", "[loop]\nrate_limit_per_hour = 1\n", 1))
+    project.plan({"default": {"tick": True}})
+    project.commit("one agent start an hour")
+    proc = start_orchestrator(project.root)
+    try:
+        await wait_for(lambda: "agent.rate_limited" in _topics(project.root), timeout=90)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert project.state()["in_flight"]["iteration"] == 2
+
+    async def no_wait(_seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(ratelimit, "sleep", no_wait)
+    service = project.service()
+    try:
+        result = await service.step()
+    finally:
+        await service.aclose()
+    assert result.iteration == 3
+    started = [m["iteration"] for t, m in _events(project.root) if t == "iteration.started"]
+    finished = [m["iteration"] for t, m in _events(project.root) if t == "iteration.finished"]
+    assert sorted(started) == sorted(finished) == [1, 2, 3]
+
+
+def _events(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    with Store(root / ".ralph" / "store") as store:
+        return [(frame.topic, frame.meta) for frame in store.read()]
+
+
+def _topics(root: Path) -> list[str]:
+    return [topic for topic, _ in _events(root)]

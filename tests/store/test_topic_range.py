@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import ralph.store.index as index
-from ralph.store import Store
+from ralph.store import Store, index
 
 
 @pytest.mark.parametrize("few", [0, 1_000_000])

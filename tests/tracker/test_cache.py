@@ -137,7 +137,8 @@ def test_the_json_tracker_keeps_its_parse_too(tmp_path: Path) -> None:
 
 # -- the partial parse against the whole one -------------------------------------------------
 
-PIECES = ["- [ ] 1. Task one\n", "  - it works\n", "- [x] 2. Two\n", "  - Depends on: 1\n",
+PIECES = ["- [ ] 1. Task one\n", "\u00a0```\n", "  - it works\n", "- [x] 2. Two\n",
+          "  - Depends on: 1\n",
           "\n", "- [-] 3. Three\n", "  - Blocked: why\n", "### Phase\n", "text para\n",
           "    continued\n", "* [~] T-4: four\n", "  - [ ] nested\n", "```\n",
           "- [ ] 9. in fence\n", "## Other\n", "## Tasks\n", "- [ ] 5. five\r\n",
@@ -235,3 +236,38 @@ def test_the_snapshots_next_task_and_done_since_agree_with_the_general_rule() ->
         expected = [t for t in later if t.status == "done" and not snapshot.is_done(t.id)]
         assert later.done_since(snapshot) == expected
         assert Snapshot(later.tasks).done_since(snapshot) == expected
+
+
+def test_a_failed_set_status_leaves_the_json_tracker_seeing_the_file_as_it_is(
+        tmp_path: Path) -> None:
+    prd = tmp_path / "prd.json"
+
+    def write(text: str) -> None:
+        prd.write_text(text)
+        _age(prd)
+
+    write('{"stories": [{"id": "US-1", "title": "One", "passes": false},'
+          ' {"id": "US-2", "title": "Two", "passes": false}]}\n')
+    tracker = JsonTracker(prd)
+    tracker.snapshot()
+    write('{"stories": [ broken\n')  # first seen by a set_status that fails on it
+    for _ in range(2):
+        with pytest.raises(TrackerError, match="invalid JSON"):
+            tracker.set_status("US-1", "in_progress")
+        with pytest.raises(TrackerError, match="invalid JSON"):
+            tracker.snapshot()
+    write('{"stories": [{"id": "US-2", "title": "Two", "passes": true}]}\n')
+    with pytest.raises(TrackerError, match="no story with id 'US-1'"):
+        tracker.set_status("US-1", "open")
+    assert [(t.id, t.status) for t in tracker.snapshot()] == [("US-2", "done")]
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\f", "\v"])
+def test_a_fence_after_odd_whitespace_still_parses_the_whole_file(space: str) -> None:
+    """`fence_closed` strips any whitespace, so such a line closes a fence: an edit of it
+    changes what the rest of the file is."""
+    path = Path("PRD.md")
+    old_text = f"## Tasks\n\n```\n- [ ] 9. in the example\n{space}```\n- [ ] 1. One\n"
+    old = parse_prd(path, old_text)
+    new_text = old_text.replace(f"{space}```", f"{space}x``")
+    assert _both(path, old, new_text)[0] == _both(path, old, new_text)[1]

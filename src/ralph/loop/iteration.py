@@ -138,8 +138,7 @@ class Iteration:
                                        task_title=task.title, attempt_id=attempt_id,
                                        started_at=started, pid=_pid(),
                                        tracker_copy=tracker_copy)
-        # Saved when the agent starts (`_started`): before that, a process that dies leaves
-        # nothing an iteration's recovery would have to finish.
+        ctx.save(durable=False)  # a process that dies from here on leaves it to recover
         self.emit("iteration.started", {"iteration": iteration, "iteration_id": f"{iteration:06d}",
                                         "agent": self.agent.name, "task_id": task.id,
                                         "title": task.title, "kind": task.kind,
@@ -879,7 +878,7 @@ def _read_tail(path: Path, chars: int) -> str:
             # The prompt keeps the last lines that fit in `chars`: they are all in `kept` if
             # what follows its first line is longer than that (long lines may need it all).
             second = kept.find("\n")
-            if second < 0 or len(kept) - second - 1 <= chars:
+            if second < 0 or len(kept[second + 1:].rstrip()) <= chars:
                 handle.seek(0)
                 return handle.read().decode("utf-8", "replace")
             return kept

@@ -59,8 +59,10 @@ class JsonTracker:
 
     def set_status(self, task_id: str, status: TaskStatus, reason: str | None = None) -> Task:
         checked = checked_status(self.path, task_id, status)
+        self.snapshot()  # the file as it is now, or its error (kept as the cache's)
+        assert self.file.version is not None
         # Parsed afresh: the edit below changes the parsed document in place.
-        prd = parse_json_prd(self.path, self.file.current()[0].text)
+        prd = parse_json_prd(self.path, self.file.version.text)
         index = prd.index_of(task_id)
         if index is None:
             raise TrackerError(f"{self.path}: no story with id '{task_id}'")

@@ -25,7 +25,8 @@ from ralph.tracker.snapshot import Snapshot, marks_of
 from ralph.tracker.textdiff import common_affixes
 
 # Lines that can end the task list or hide lines from it: `#`/`##` headings, code fences.
-_STRUCTURE = re.compile(r"^(?: {0,3}#{1,2}[ \t]|[ \t]*(?:`{3,}|~{3,}))", re.MULTILINE)
+# Any whitespace before a fence: a fence is closed by a line that is the fence once stripped.
+_STRUCTURE = re.compile(r"^(?: {0,3}#{1,2}[ \t]|[^\S\n]*(?:`{3,}|~{3,}))", re.MULTILINE)
 
 
 def reparse_prd(path: Path, old: ParsedPrd, text: str) -> ParsedPrd:
