@@ -28,7 +28,7 @@ from ralph.rpc.codes import (
 from ralph.rpc.connection import Connection
 from ralph.rpc.dispatcher import Dispatcher
 from ralph.rpc.errors import RpcError
-from ralph.rpc.method import Handler
+from ralph.rpc.method import Handler, RawJson
 from ralph.rpc.ndjson import NdjsonServer
 from ralph.rpc.registry import Registry
 from ralph.rpc.streams import SupportsWrite, Writer, fd_streams, stdio_streams
@@ -45,6 +45,7 @@ __all__ = [
     "Dispatcher",
     "Handler",
     "NdjsonServer",
+    "RawJson",
     "Registry",
     "RpcError",
     "SupportsWrite",
