@@ -1,5 +1,6 @@
-"""ping and status are sync methods, and ping's answer is PingResult's own JSON with the time
-put in: the fast path writes exactly what the model would."""
+"""ping and status are sync methods; ping's answer is PingResult's own JSON with the time
+put in, status is validated from the report's attributes: both write exactly what the slower
+way wrote."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 
 from ralph import __version__
 from ralph.bridge.methods import _around_time, build_registry
-from ralph.bridge.models import PingResult
+from ralph.bridge.models import PingResult, StatusResult
 from ralph.config import load_config
 from ralph.loop import LoopService
 from ralph.rpc import Dispatcher
+from tests.loop.conftest import Project
 
 
 @pytest.mark.parametrize("name", ["plain", 'we"ird \\ é ✓'])
@@ -43,3 +45,16 @@ def test_a_time_that_cannot_be_told_apart_is_refused() -> None:
 
     with pytest.raises(ValueError, match="cannot be told"):
         _around_time(twice, lambda time: time)
+
+
+def test_status_is_the_reports_fields_as_a_dump_of_it_would_give(project: Project) -> None:
+    service = LoopService(project.root, config=load_config(project.root, required=False))
+    try:
+        registry = build_registry(service)
+        answer = Dispatcher(registry).dispatch(b'{"jsonrpc":"2.0","id":1,"method":"status"}')
+        expected = StatusResult.model_validate(
+            service.status().model_dump(include=set(StatusResult.model_fields)))
+        assert answer == b'{"jsonrpc":"2.0","id":1,"result":' + registry.methods[
+            "status"].serialize(expected) + b"}"
+    finally:
+        service.close()
