@@ -5,6 +5,7 @@ bridge and a pipe floor in the same run.
     python benchmarks/rpc_bench.py [--runs 5] [--requests 2000] [--iterations 1000]
         [--peer "/tmp/ralph-gold-venv/bin/ralph bridge"] [--echo]
         [--before "env PYTHONPATH=/tmp/ralph-before/src .venv/bin/python -m ralph bridge"]
+        [--pin none|same|split]
 
 Sequential: one request, wait for its response, the next (latency p50/p99 in µs).
 Pipelined: 16 requests in flight at all times, a new one written as each response arrives
@@ -62,6 +63,12 @@ for _line in sys.stdin.buffer:
 DEPTH = 16
 """Requests in flight in the pipelined measurement."""
 
+CLIENT_CPU = {"same": 0, "split": 0}
+SERVER_CPU = {"same": 0, "split": 1}
+"""--pin: `same` puts the client and the server on one CPU (what they get when the other
+core is busy), `split` on one CPU each (an idle 2-core machine); `none` lets the scheduler
+place them, which is what the figures mean unless said otherwise."""
+
 
 @dataclass(frozen=True)
 class Target:
@@ -75,7 +82,9 @@ class Target:
 class Client:
     """A bare client: lines out (one write each), lines in (a buffered reader), events skipped."""
 
-    def __init__(self, argv: list[str], root: Path) -> None:
+    def __init__(self, argv: list[str], root: Path, cpu: int | None = None) -> None:
+        if cpu is not None:  # the server and every thread it starts on that CPU alone
+            argv = ["taskset", "-c", str(cpu), *argv]
         self.proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
@@ -142,7 +151,7 @@ class Client:
 def measure(target: Target, root: Path, opts: argparse.Namespace,
             rows: dict[tuple[str, str], list[float]]) -> None:
     """One run of one column: a fresh process, a warm-up, then each measurement."""
-    client = Client(target.argv, root)
+    client = Client(target.argv, root, SERVER_CPU.get(opts.pin))
     try:
         client.sequential("ping", 200, opts.budget)  # warm up
         for method in ("ping", "status"):
@@ -173,7 +182,12 @@ def main() -> int:
                            "older checkout: 'env PYTHONPATH=/tmp/old/src python -m ralph bridge'")
     args.add_argument("--echo", action="store_true",
                       help="also measure the floor: a Python process echoing a canned response")
+    args.add_argument("--pin", choices=("none", "same", "split"), default="none",
+                      help="CPU placement: the client and the server on one CPU (same), on "
+                           "one each (split), or left to the scheduler (none)")
     opts = args.parse_args()
+    if opts.pin in CLIENT_CPU:
+        os.sched_setaffinity(0, {CLIENT_CPU[opts.pin]})
     targets = [Target("ralph", [sys.executable, "-m", "ralph", "bridge"])]
     if opts.before:
         targets.append(Target("before", shlex.split(opts.before)))
@@ -211,7 +225,7 @@ def report(opts: argparse.Namespace, targets: list[Target],
     print(f"# {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; median of {opts.runs} runs (min .. max); "
           f"project with {opts.iterations:,} recorded iterations; load average "
-          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")
+          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; CPU placement: {opts.pin}")
     for target in targets:
         print(f"# {target.name}: {shlex.join(target.argv) if target.name != 'floor' else 'echo'}")
     peer_ping = rows.get(("ping p50", "peer"))

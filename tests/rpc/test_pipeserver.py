@@ -24,7 +24,7 @@ from ralph.rpc import (
     fd_server,
     fd_streams,
 )
-from ralph.rpc.streams import fd_writer
+from ralph.rpc.streams import fd_writer, pollable
 from tests.rpc.pipes import GUARD_S, LineReader
 
 BIG = 100_000
@@ -356,3 +356,16 @@ async def test_fd_server_serves_a_pipe_with_the_pipe_server_and_a_file_with_stre
     writer.close()
     assert sorted(json.loads(line)["id"] for line in responses.read_bytes().splitlines()) == [
         1, 2]
+
+
+async def test_dev_null_as_input_is_read_blocking_and_ends_at_once() -> None:
+    """epoll refuses /dev/null (a character device): it is served like a regular file."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    assert not pollable(null)
+    out_r, out_w = os.pipe()
+    assert pollable(out_r)
+    server, writer = await fd_server(Api().dispatcher, null, out_w)
+    assert isinstance(server, NdjsonServer)
+    await asyncio.wait_for(server.serve(), GUARD_S)
+    writer.close()
+    os.close(out_r)

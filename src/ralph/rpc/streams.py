@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import stat
 import sys
 from typing import Protocol
@@ -122,9 +123,23 @@ async def fd_writer(write_fd: int) -> FdWriter:
 
 
 def pollable(fd: int) -> bool:
-    """Whether the event loop can watch `fd` (a pipe, socket or terminal; not a disk file)."""
+    """Whether the event loop can watch `fd`: a pipe, a socket, a terminal; not a disk file,
+    nor a character device epoll refuses (/dev/null), which are read and written blocking."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return True
+    return stat.S_ISCHR(mode) and _epoll_accepts(fd)
+
+
+def _epoll_accepts(fd: int) -> bool:
+    if not hasattr(select, "epoll"):
+        return True  # another selector: as before, let the loop try
+    with select.epoll() as probe:
+        try:
+            probe.register(fd, select.EPOLLIN)
+        except PermissionError:
+            return False
+    return True
 
 
 _feeders: set[asyncio.Task[None]] = set()
