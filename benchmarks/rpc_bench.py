@@ -9,9 +9,12 @@ bridge and a pipe floor in the same run.
 
 Sequential: one request, wait for its response, the next (latency p50/p99 in µs).
 Pipelined: 16 requests in flight at all times, a new one written as each response arrives
-(requests/s). The client is a plain one: it writes each request line with one write and reads
-response lines with a buffered reader (`readline` on the pipe), as an editor's line reader
-does; it never batches its own writes.
+(requests/s); with it, the CPU time the server and the client used per request (`srv CPU`,
+`cli CPU`, from /proc): where the two run in parallel on two cores the rate is bound by the
+larger, where they share one core by the sum plus the context switches. The client is a
+plain one: it writes each request line with one write and reads response lines with a
+buffered reader (`readline` on the pipe), as an editor's line reader does; it never batches
+its own writes.
 
 Columns: `ralph` (this checkout's `ralph bridge`), `before` (any other command, e.g. an older
 checkout, for before/after figures measured together), `peer` (another implementation of the
@@ -148,6 +151,15 @@ class Client:
             self.proc.wait(timeout=10)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (Linux /proc), None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(target: Target, root: Path, opts: argparse.Namespace,
             rows: dict[tuple[str, str], list[float]]) -> None:
     """One run of one column: a fresh process, a warm-up, then each measurement."""
@@ -161,8 +173,20 @@ def measure(target: Target, root: Path, opts: argparse.Namespace,
             rows.setdefault((f"{method} p50", target.name), []).append(times[len(times) // 2])
             rows.setdefault((f"{method} p99", target.name), []).append(
                 times[max(0, int(len(times) * 0.99) - 1)])
+            server_cpu, client_cpu = cpu_seconds(client.proc.pid), os.times()
+            sent_before = client.next_id
             rows.setdefault((f"{method} pipelined", target.name), []).append(
                 client.pipelined(method, opts.requests * 5, opts.budget))
+            count = client.next_id - sent_before
+            if server_cpu is not None and (server_after := cpu_seconds(client.proc.pid)):
+                # CPU time per request, wherever it ran: what bounds the rate when the
+                # server has a core to itself (then rate <= 1 / server CPU per request).
+                rows.setdefault((f"{method} srv CPU", target.name), []).append(
+                    (server_after - server_cpu) / count * 1e6)
+                client_after = os.times()
+                rows.setdefault((f"{method} cli CPU", target.name), []).append(
+                    (client_after.user + client_after.system - client_cpu.user
+                     - client_cpu.system) / count * 1e6)
     finally:
         client.close()
 
@@ -241,6 +265,8 @@ def report(opts: argparse.Namespace, targets: list[Target],
     names = list(dict.fromkeys(name for name, _ in rows))
     for name in names:
         unit = "/s" if "pipelined" in name else "µs"
+        if "CPU" in name:
+            unit = "µs/req"
         cells = []
         for target in targets:
             values = rows.get((name, target.name))
