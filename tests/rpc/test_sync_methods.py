@@ -4,8 +4,10 @@ task, with exactly the answers an async handler would give."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
+import warnings
 from typing import Any
 
 import pytest
@@ -186,3 +188,24 @@ def test_a_sync_handler_must_be_a_plain_function() -> None:
 
     with pytest.raises(TypeError, match="plain function"):
         registry.method("x", sync=True)(handler)
+
+
+async def test_a_request_cancelled_before_it_starts_leaves_no_unawaited_coroutine() -> None:
+    api = Api()
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    connection = Connection(api.dispatcher, send)
+    batch = b"[" + _request("slow", 1) + b"," + _request("slow", 2) + b"]"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert connection.start(_request("slow", 3)) is None
+        assert connection.start(batch) is None
+        connection.cancel()  # before either task took its first step
+        await connection.drain()
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+    assert sent == []
+    assert connection.in_flight == 0 and connection.has_slot

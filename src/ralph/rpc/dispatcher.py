@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from ralph.errors import RalphError
 from ralph.rpc.codes import (
@@ -43,6 +43,17 @@ Pending: TypeAlias = Coroutine[Any, Any, bytes | None]
 """The answer of a message whose handler must be awaited (in a task of the transport's)."""
 Answer: TypeAlias = bytes | Pending | None
 """What `Dispatcher.dispatch` returns: the bytes to send, None for nothing, or a Pending."""
+
+
+
+class _Call(NamedTuple):
+    """An async handler to call: the method, its bound arguments, the id (None for a
+    notification)."""
+
+    method: Method
+    args: tuple[Any, ...]
+    id_json: bytes | None
+
 
 _ID_TYPES: Final = frozenset({str, int, float, type(None)})
 """Allowed id types, compared with `type()` so that booleans (an int subclass) are refused."""
@@ -98,45 +109,50 @@ class Dispatcher:
         if not items:
             return invalid_request(NULL_ID, "a batch must not be empty")
         results: list[bytes | None] = [None] * len(items)
-        pending: list[tuple[int, Pending]] = []
+        calls: list[tuple[int, _Call]] = []
         for index, item in enumerate(items):
             if type(item) is not dict:
                 results[index] = invalid_request(NULL_ID, "a batch element must be an object")
                 continue
-            answer = self._one(item)
-            if answer is None or isinstance(answer, bytes):
-                results[index] = answer
+            prepared = self._prepare(item)
+            if isinstance(prepared, _Call):
+                calls.append((index, prepared))
             else:
-                pending.append((index, answer))
-        if pending:
-            return self._await_batch(results, pending)
+                results[index] = prepared
+        if calls:
+            return self._await_batch(results, calls)
         return _join(results)
 
     async def _await_batch(
-        self, results: list[bytes | None], pending: list[tuple[int, Pending]]
+        self, results: list[bytes | None], calls: list[tuple[int, _Call]]
     ) -> bytes | None:
-        """The elements whose handlers wait run concurrently, at most _BATCH_WORKERS at once."""
-        if len(pending) == 1:
-            index, call = pending[0]
-            results[index] = await call
+        """The elements whose handlers wait run concurrently, at most _BATCH_WORKERS at once;
+        each handler's coroutine is made only when a worker gets to it."""
+        if len(calls) == 1:
+            index, call = calls[0]
+            results[index] = await self._call(*call)
             return _join(results)
-        queue = iter(pending)
+        queue = iter(calls)
 
         async def worker() -> None:
             for position, call in queue:
-                results[position] = await call
+                results[position] = await self._call(*call)
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(len(pending), _BATCH_WORKERS)):
-                    group.create_task(worker())
-        finally:
-            for _, call in queue:  # cancelled before they started: never to run
-                call.close()
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(len(calls), _BATCH_WORKERS)):
+                group.create_task(worker())
         return _join(results)
 
     def _one(self, message: dict[str, Any]) -> Answer:
-        """A single request object (top level or batch element)."""
+        """A single request object at the top level."""
+        prepared = self._prepare(message)
+        if isinstance(prepared, _Call):
+            return self._call(*prepared)
+        return prepared
+
+    def _prepare(self, message: dict[str, Any]) -> bytes | _Call | None:
+        """A request object checked and bound: the answer when no handler has to be awaited
+        (an error, a notification's None, a sync method's result), else the call to make."""
         request_id = message.get("id")
         if type(request_id) not in _ID_TYPES:
             return invalid_request(NULL_ID, "id must be a string, a number or null")
@@ -164,7 +180,7 @@ class Dispatcher:
             return error_response(id_json, INVALID_PARAMS, data=exc.errors)
         if method.sync:
             return self._call_now(method, args, id_json if wants_answer else None)
-        return self._call(method, args, id_json if wants_answer else None)
+        return _Call(method, args, id_json if wants_answer else None)
 
     def _call_now(
         self, method: Method, args: tuple[Any, ...], id_json: bytes | None
