@@ -23,8 +23,7 @@ from ralph.bridge.models import BridgeStarted, BridgeStopped, _Event
 from ralph.bridge.projection import TOPICS, project
 from ralph.config import load_config
 from ralph.loop import LoopService
-from ralph.rpc import Dispatcher, LineServer, fd_server
-from ralph.rpc.streams import take_stdio
+from ralph.rpc import Dispatcher, LineServer, fd_server, take_stdio
 from ralph.store import Frame, Subscription
 
 log = logging.getLogger("ralph.bridge")

@@ -33,7 +33,14 @@ from ralph.rpc.ndjson import NdjsonServer
 from ralph.rpc.pipeserver import NdjsonPipeServer
 from ralph.rpc.registry import Registry
 from ralph.rpc.stdio import LineServer, fd_server, stdio_server
-from ralph.rpc.streams import FdWriter, SupportsWrite, Writer, fd_streams, stdio_streams
+from ralph.rpc.streams import (
+    FdWriter,
+    SupportsWrite,
+    Writer,
+    fd_streams,
+    stdio_streams,
+    take_stdio,
+)
 
 __all__ = [
     "APPLICATION_ERROR",
@@ -59,4 +66,5 @@ __all__ = [
     "fd_streams",
     "stdio_server",
     "stdio_streams",
+    "take_stdio",
 ]

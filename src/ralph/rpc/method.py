@@ -24,7 +24,6 @@ SyncHandler = Callable[..., Any]
 """`def handler(...) -> result`: a handler that never waits, registered with `sync=True`."""
 
 
-
 class RawJson(bytes):
     """A result already encoded as compact UTF-8 JSON without raw newlines, sent as it is.
 

@@ -115,7 +115,8 @@ class Registry:
         errors: Sequence[tuple[int, str]] = (),
         sync: bool = False,
     ) -> Callable[[Any], Any]:
-        """Register an async handler under `name`; the decorator returns it unchanged.
+        """Register a handler (an async function) under `name`; the decorator returns it
+        unchanged.
 
         `params`: the params model (the handler gets an instance); None: the handler takes no
         argument and the method accepts only absent params, `{}` or `[]`. `positional`: the
