@@ -23,7 +23,7 @@ from ralph.bridge.models import BridgeStarted, BridgeStopped, _Event
 from ralph.bridge.projection import TOPICS, project
 from ralph.config import load_config
 from ralph.loop import LoopService
-from ralph.rpc import Dispatcher, NdjsonServer, Writer, stdio_streams
+from ralph.rpc import Dispatcher, LineServer, fd_server, take_stdio
 from ralph.store import Frame, Subscription
 
 log = logging.getLogger("ralph.bridge")
@@ -36,14 +36,23 @@ _SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 class Bridge:
     """One bridge: a loop service, its JSON-RPC server and the event projection."""
 
-    def __init__(self, root: Path, reader: asyncio.StreamReader, writer: Writer) -> None:
+    def __init__(self, root: Path) -> None:
         # Without a ralph.toml every default applies (an invalid one is an error at start).
         self.service = LoopService(root, config=load_config(root, required=False))
-        self.writer = writer
-        self.server = NdjsonServer(Dispatcher(build_registry(self.service), log=log), reader,
-                                   writer)
+        self.dispatcher = Dispatcher(build_registry(self.service), log=log)
+        self._server: LineServer | None = None
         self._events: Subscription | None = None
         self._shutting_down = False
+
+    @property
+    def server(self) -> LineServer:
+        if self._server is None:
+            raise RuntimeError("the bridge is not serving yet")
+        return self._server
+
+    def attach(self, server: LineServer) -> None:
+        """The JSON-RPC server (on self.dispatcher) that `run` serves."""
+        self._server = server
 
     async def run(self) -> None:
         store = self.service.store
@@ -131,8 +140,12 @@ class Bridge:
 
 
 async def serve_stdio(root: Path) -> None:
-    reader, writer = await stdio_streams()
-    bridge = Bridge(root, reader, writer)
+    read_fd, write_fd = take_stdio()  # before anything else can read stdin or write stdout
+    bridge = Bridge(root)
+    # A pipe (what an editor gives its bridge) is served by the pipe server: many requests
+    # per read and one write per turn of the event loop; a regular file by the stream one.
+    server, writer = await fd_server(bridge.dispatcher, read_fd, write_fd)
+    bridge.attach(server)
     loop = asyncio.get_running_loop()
     for sig in _SHUTDOWN_SIGNALS:
         loop.add_signal_handler(sig, bridge.shutdown)

@@ -1,14 +1,14 @@
 """JSON-RPC 2.0: a typed method registry, a transport-free dispatcher, NDJSON framing, OpenRPC.
 
-    from ralph.rpc import Dispatcher, NdjsonServer, Registry, stdio_streams
+    from ralph.rpc import Dispatcher, Registry, stdio_server
 
     registry = Registry(title="Ralph bridge", version="1.0.0")
 
     @registry.method("ping", result=PingResult)
     async def ping() -> PingResult: ...
 
-    reader, writer = await stdio_streams()
-    await NdjsonServer(Dispatcher(registry), reader, writer).serve()
+    server, writer = await stdio_server(Dispatcher(registry))
+    await server.serve()
 
 The dispatcher implements all of JSON-RPC 2.0 (the specification's error codes, batches,
 notifications) without knowing the transport; a connection runs requests concurrently, a
@@ -28,10 +28,19 @@ from ralph.rpc.codes import (
 from ralph.rpc.connection import Connection
 from ralph.rpc.dispatcher import Dispatcher
 from ralph.rpc.errors import RpcError
-from ralph.rpc.method import Handler
+from ralph.rpc.method import Handler, RawJson
 from ralph.rpc.ndjson import NdjsonServer
+from ralph.rpc.pipeserver import NdjsonPipeServer
 from ralph.rpc.registry import Registry
-from ralph.rpc.streams import SupportsWrite, Writer, fd_streams, stdio_streams
+from ralph.rpc.stdio import LineServer, fd_server, stdio_server
+from ralph.rpc.streams import (
+    FdWriter,
+    SupportsWrite,
+    Writer,
+    fd_streams,
+    stdio_streams,
+    take_stdio,
+)
 
 __all__ = [
     "APPLICATION_ERROR",
@@ -43,12 +52,19 @@ __all__ = [
     "RATE_LIMITED",
     "Connection",
     "Dispatcher",
+    "FdWriter",
     "Handler",
+    "LineServer",
+    "NdjsonPipeServer",
     "NdjsonServer",
+    "RawJson",
     "Registry",
     "RpcError",
     "SupportsWrite",
     "Writer",
+    "fd_server",
     "fd_streams",
+    "stdio_server",
     "stdio_streams",
+    "take_stdio",
 ]

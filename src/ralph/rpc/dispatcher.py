@@ -3,9 +3,14 @@
 This is all of JSON-RPC 2.0 that does not depend on a transport: parsing, validation of the
 request object, batches, notifications, params binding, calling the handler and turning every
 failure into the right error object. Transports (NDJSON over stdio, WebSocket) only frame
-messages and call `handle`, so they all behave the same.
+messages and call `dispatch` or `handle`, so they all behave the same.
 
-`handle` never raises (except CancelledError, which it lets through so that a shutdown can
+`dispatch` answers at once whatever needs no waiting (every error found before a handler
+runs, and the methods registered with `sync=True`) and returns a coroutine only for an async
+handler or a batch that holds one: a transport then needs no task, no future and no lock for
+the common small request. `handle` is the same as one awaitable.
+
+Neither raises (except CancelledError, which `handle` lets through so that a shutdown can
 cancel a handler): a message that breaks a handler becomes -32603 on the wire and a traceback
 in the log, never a dead connection.
 """
@@ -14,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Final
+from collections.abc import Coroutine
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from ralph.errors import RalphError
 from ralph.rpc.codes import (
@@ -31,7 +37,23 @@ from ralph.rpc.jsoncodec import DecodeError, loads
 from ralph.rpc.method import ABSENT, Method, ParamsError
 from ralph.rpc.registry import Registry
 
-__all__ = ["Dispatcher", "invalid_request"]
+__all__ = ["Answer", "Dispatcher", "Pending", "invalid_request"]
+
+Pending: TypeAlias = Coroutine[Any, Any, bytes | None]
+"""The answer of a message whose handler must be awaited (in a task of the transport's)."""
+Answer: TypeAlias = bytes | Pending | None
+"""What `Dispatcher.dispatch` returns: the bytes to send, None for nothing, or a Pending."""
+
+
+
+class _Call(NamedTuple):
+    """An async handler to call: the method, its bound arguments, the id (None for a
+    notification)."""
+
+    method: Method
+    args: tuple[Any, ...]
+    id_json: bytes | None
+
 
 _ID_TYPES: Final = frozenset({str, int, float, type(None)})
 """Allowed id types, compared with `type()` so that booleans (an int subclass) are refused."""
@@ -59,47 +81,78 @@ class Dispatcher:
         batch. None when nothing is to be answered (a notification, a batch of only
         notifications).
         """
+        answer = self.dispatch(raw)
+        if answer is None or isinstance(answer, bytes):
+            return answer
+        return await answer
+
+    def dispatch(self, raw: bytes | str) -> Answer:
+        """`handle` without waiting where no wait is needed: the response's bytes, None for
+        nothing to send, or a Pending (a coroutine) to await for the response.
+
+        A Pending must be awaited (or closed): it is an async handler not yet started.
+        """
         try:
             message = loads(raw)
         except DecodeError as exc:
             self._log.debug("rpc: parse error: %s", exc)
             return error_response(NULL_ID, PARSE_ERROR, data={"reason": str(exc)})
         if type(message) is dict:
-            return await self._one(message)
+            return self._one(message)
         if type(message) is list:
-            return await self._batch(message)
+            return self._batch(message)
         return invalid_request(NULL_ID, "a message must be a request object or a batch (array)")
 
-    async def _batch(self, items: list[Any]) -> bytes | None:
+    def _batch(self, items: list[Any]) -> Answer:
+        """Every element that needs no waiting is answered at once; a batch with none that
+        waits is answered without a coroutine."""
         if not items:
             return invalid_request(NULL_ID, "a batch must not be empty")
         results: list[bytes | None] = [None] * len(items)
-        requests: list[tuple[int, dict[str, Any]]] = []
+        calls: list[tuple[int, _Call]] = []
         for index, item in enumerate(items):
-            if type(item) is dict:
-                requests.append((index, item))
-            else:
+            if type(item) is not dict:
                 results[index] = invalid_request(NULL_ID, "a batch element must be an object")
-        if len(requests) == 1:
-            index, item = requests[0]
-            results[index] = await self._one(item)
-        elif requests:
-            queue = iter(requests)
+                continue
+            prepared = self._prepare(item)
+            if isinstance(prepared, _Call):
+                calls.append((index, prepared))
+            else:
+                results[index] = prepared
+        if calls:
+            return self._await_batch(results, calls)
+        return _join(results)
 
-            async def worker() -> None:
-                for position, request in queue:
-                    results[position] = await self._one(request)
+    async def _await_batch(
+        self, results: list[bytes | None], calls: list[tuple[int, _Call]]
+    ) -> bytes | None:
+        """The elements whose handlers wait run concurrently, at most _BATCH_WORKERS at once;
+        each handler's coroutine is made only when a worker gets to it."""
+        if len(calls) == 1:
+            index, call = calls[0]
+            results[index] = await self._call(*call)
+            return _join(results)
+        queue = iter(calls)
 
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(len(requests), _BATCH_WORKERS)):
-                    group.create_task(worker())
-        answers = [result for result in results if result is not None]
-        if not answers:
-            return None
-        return b"[" + b",".join(answers) + b"]"
+        async def worker() -> None:
+            for position, call in queue:
+                results[position] = await self._call(*call)
 
-    async def _one(self, message: dict[str, Any]) -> bytes | None:
-        """A single request object (top level or batch element)."""
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(len(calls), _BATCH_WORKERS)):
+                group.create_task(worker())
+        return _join(results)
+
+    def _one(self, message: dict[str, Any]) -> Answer:
+        """A single request object at the top level."""
+        prepared = self._prepare(message)
+        if isinstance(prepared, _Call):
+            return self._call(*prepared)
+        return prepared
+
+    def _prepare(self, message: dict[str, Any]) -> bytes | _Call | None:
+        """A request object checked and bound: the answer when no handler has to be awaited
+        (an error, a notification's None, a sync method's result), else the call to make."""
         request_id = message.get("id")
         if type(request_id) not in _ID_TYPES:
             return invalid_request(NULL_ID, "id must be a string, a number or null")
@@ -125,32 +178,50 @@ class Dispatcher:
                 self._log.debug("rpc: notification %s: invalid params: %s", name, exc.errors)
                 return None
             return error_response(id_json, INVALID_PARAMS, data=exc.errors)
-        return await self._call(method, args, id_json if wants_answer else None)
+        if method.sync:
+            return self._call_now(method, args, id_json if wants_answer else None)
+        return _Call(method, args, id_json if wants_answer else None)
+
+    def _call_now(
+        self, method: Method, args: tuple[Any, ...], id_json: bytes | None
+    ) -> bytes | None:
+        """Run a sync handler; id_json None means a notification, which is never answered."""
+        try:
+            result = method.handler(*args)
+            if id_json is None:
+                return None
+            return success_response(id_json, method.serialize(result))
+        except Exception as exc:
+            return self._failed(method, id_json, exc)
 
     async def _call(
         self, method: Method, args: tuple[Any, ...], id_json: bytes | None
     ) -> bytes | None:
-        """Run the handler; id_json None means a notification, which is never answered."""
+        """Run an async handler; id_json None means a notification, which is never answered."""
         try:
             result = await method.handler(*args)
             if id_json is None:
                 return None
             return success_response(id_json, method.serialize(result))
-        except RpcError as exc:
+        except Exception as exc:
+            return self._failed(method, id_json, exc)
+
+    def _failed(self, method: Method, id_json: bytes | None, exc: Exception) -> bytes | None:
+        """The error response for what a handler raised (or its result could not be written)."""
+        if isinstance(exc, RpcError):
             if id_json is None:
                 self._log.debug("rpc: notification %s: error %s", method.name, exc)
                 return None
             return self._error(method, id_json, exc.code, exc.message, exc.data)
-        except RalphError as exc:
+        if isinstance(exc, RalphError):
             self._log.info("rpc: %s: %s", method.name, exc)
             if id_json is None:
                 return None
             return self._error(method, id_json, APPLICATION_ERROR, str(exc) or type(exc).__name__)
-        except Exception:
-            self._log.exception("rpc: %s failed", method.name)
-            if id_json is None:
-                return None
-            return error_response(id_json, INTERNAL_ERROR)
+        self._log.error("rpc: %s failed", method.name, exc_info=exc)
+        if id_json is None:
+            return None
+        return error_response(id_json, INTERNAL_ERROR)
 
     def _error(
         self, method: Method, id_json: bytes, code: int, message: str, data: Any = None
@@ -160,3 +231,11 @@ class Dispatcher:
         except ValueError:
             self._log.exception("rpc: %s: the error's data has no JSON form", method.name)
             return error_response(id_json, INTERNAL_ERROR)
+
+
+def _join(results: list[bytes | None]) -> bytes | None:
+    """A batch's answer: one array of the elements' responses, None when none has one."""
+    answers = [result for result in results if result is not None]
+    if not answers:
+        return None
+    return b"[" + b",".join(answers) + b"]"

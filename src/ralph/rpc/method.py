@@ -16,10 +16,24 @@ from pydantic_core import PydanticSerializationError
 
 from ralph.rpc.jsoncodec import dumps
 
-__all__ = ["ABSENT", "Handler", "Method", "ParamsError", "wire_names"]
+__all__ = ["ABSENT", "Handler", "Method", "ParamsError", "RawJson", "SyncHandler", "wire_names"]
 
 Handler = Callable[..., Awaitable[Any]]
 """`async def handler(params: Model) -> result`; `async def handler() -> result` without params."""
+SyncHandler = Callable[..., Any]
+"""`def handler(...) -> result`: a handler that never waits, registered with `sync=True`."""
+
+
+class RawJson(bytes):
+    """A result already encoded as compact UTF-8 JSON without raw newlines, sent as it is.
+
+    For a hot method whose answer is mostly constant (ping: everything but the time): the
+    handler encodes the constant part once, with the method's own serializer, so what it
+    returns still matches the declared result; nothing checks it again on the way out.
+    """
+
+    __slots__ = ()
+
 
 ABSENT: Final[Any] = object()
 """Stands for a request without a `params` member (which is not the same as `null`)."""
@@ -62,12 +76,13 @@ class Method:
         "result_adapter",
         "serialize",
         "summary",
+        "sync",
     )
 
     def __init__(
         self,
         name: str,
-        handler: Handler,
+        handler: Handler | SyncHandler,
         *,
         params: type[BaseModel] | None,
         result: Any,
@@ -75,13 +90,19 @@ class Method:
         description: str,
         positional: tuple[str, ...],
         errors: Sequence[tuple[int, str]],
+        sync: bool = False,
     ) -> None:
-        if not inspect.iscoroutinefunction(handler):
+        if sync:
+            if not callable(handler) or inspect.iscoroutinefunction(handler):
+                raise TypeError(f"the sync handler of {name!r} must be a plain function")
+        elif not inspect.iscoroutinefunction(handler):
             raise TypeError(f"the handler of {name!r} must be an async function")
         if params is not None and not (isinstance(params, type) and issubclass(params, BaseModel)):
             raise TypeError(f"params of {name!r} must be a pydantic model class")
         self.name = name
-        self.handler = handler
+        self.handler: Callable[..., Any] = handler
+        self.sync = sync
+        """The handler is a plain function: called without a task, its result ready at once."""
         self.params = params
         self.result = result
         self.summary = summary
@@ -93,7 +114,7 @@ class Method:
             None if result is None else TypeAdapter(result)
         )
         self.serialize: Callable[[Any], bytes] = (
-            dumps if self.result_adapter is None else _adapter_serializer(self.result_adapter)
+            _dumps if self.result_adapter is None else _adapter_serializer(self.result_adapter)
         )
 
     def bind(self, params: Any) -> tuple[Any, ...]:
@@ -173,9 +194,18 @@ def _adapter_serializer(adapter: TypeAdapter[Any]) -> Callable[[Any], bytes]:
     to_json = adapter.serializer.to_json  # what dump_json calls, minus its wrapper
 
     def serialize(value: Any) -> bytes:
+        if type(value) is RawJson:
+            return value
         try:
             return to_json(value, by_alias=True, warnings="error")
         except PydanticSerializationError:
             return to_json(adapter.validate_python(value), by_alias=True)
 
     return serialize
+
+
+def _dumps(value: Any) -> bytes:
+    """An undeclared result: written as JSON as it is (a RawJson as it was encoded)."""
+    if type(value) is RawJson:
+        return value
+    return dumps(value)

@@ -21,6 +21,7 @@ from typing import Any, Final
 from ralph.rpc.connection import Connection
 from ralph.rpc.dispatcher import Dispatcher, invalid_request
 from ralph.rpc.envelope import NULL_ID
+from ralph.rpc.lines import TOO_LONG, LineSplitter, clean_line
 from ralph.rpc.streams import SupportsWrite
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "NdjsonServer"]
@@ -129,51 +130,26 @@ class NdjsonServer:
     async def _read_lines(self) -> None:
         """Split the input into lines and submit each; the line limit bounds the buffer."""
         try:
-            pending = bytearray()  # the start of a line whose newline has not come yet
-            discarding = False  # inside a line over the limit: drop bytes up to its newline
+            lines = LineSplitter(self._max_line)
             while not self._closed:
                 chunk = await self._reader.read(_READ_SIZE)
                 if not chunk:
                     break
-                end = chunk.rfind(_NEWLINE)
-                if end < 0:
-                    if discarding:
-                        continue
-                    if len(pending) + len(chunk) > self._max_line:
-                        pending.clear()
-                        discarding = True
-                    else:
-                        pending += chunk
-                    continue
-                lines = chunk[:end].split(_NEWLINE)
-                if discarding:
-                    lines[0] = b""
-                    discarding = False
-                    await self._too_long()
-                elif pending:
-                    lines[0] = bytes(pending) + lines[0]
-                pending = bytearray(chunk[end + 1 :])
-                for line in lines:
+                for line in lines.feed(chunk):
                     await self._line(line)
-                if len(pending) > self._max_line:
-                    pending.clear()
-                    discarding = True
-            if pending and not discarding and not self._closed:
-                await self._line(bytes(pending))  # a last line without its newline
-            elif discarding:
-                await self._too_long()
+            if not self._closed:
+                for line in lines.end():  # a last line without its newline
+                    await self._line(line)
         finally:
             self.at_eof.set()
 
-    async def _line(self, line: bytes) -> None:
-        if len(line) > self._max_line:
+    async def _line(self, line: bytes | None) -> None:
+        if line is TOO_LONG:
             await self._too_long()
             return
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line or line.isspace():
-            return
-        await self._connection.submit(line)
+        line = clean_line(line)
+        if line:
+            await self._connection.submit(line)
 
     async def _too_long(self) -> None:
         self._log.warning("rpc: discarded an input line over %d bytes", self._max_line)

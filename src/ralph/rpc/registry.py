@@ -9,16 +9,17 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
-from ralph.rpc.method import Handler, Method
+from ralph.rpc.method import Handler, Method, SyncHandler
 from ralph.rpc.openrpc import DISCOVER, build_document
 
 __all__ = ["DISCOVER", "NotificationSpec", "Registry"]
 
 H = TypeVar("H", bound=Handler)
+S = TypeVar("S", bound=SyncHandler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ class Registry:
                 description="",
                 positional=(),
                 errors=(),
+                sync=True,
             )
         )
 
@@ -73,6 +75,7 @@ class Registry:
     def notifications(self) -> list[NotificationSpec]:
         return list(self._notifications.values())
 
+    @overload
     def method(
         self,
         name: str,
@@ -83,8 +86,37 @@ class Registry:
         description: str = "",
         positional: tuple[str, ...] = (),
         errors: Sequence[tuple[int, str]] = (),
-    ) -> Callable[[H], H]:
-        """Register an async handler under `name`; the decorator returns it unchanged.
+        sync: Literal[False] = False,
+    ) -> Callable[[H], H]: ...
+
+    @overload
+    def method(
+        self,
+        name: str,
+        *,
+        params: type[BaseModel] | None = None,
+        result: Any = None,
+        summary: str = "",
+        description: str = "",
+        positional: tuple[str, ...] = (),
+        errors: Sequence[tuple[int, str]] = (),
+        sync: Literal[True],
+    ) -> Callable[[S], S]: ...
+
+    def method(
+        self,
+        name: str,
+        *,
+        params: type[BaseModel] | None = None,
+        result: Any = None,
+        summary: str = "",
+        description: str = "",
+        positional: tuple[str, ...] = (),
+        errors: Sequence[tuple[int, str]] = (),
+        sync: bool = False,
+    ) -> Callable[[Any], Any]:
+        """Register a handler (an async function) under `name`; the decorator returns it
+        unchanged.
 
         `params`: the params model (the handler gets an instance); None: the handler takes no
         argument and the method accepts only absent params, `{}` or `[]`. `positional`: the
@@ -94,15 +126,21 @@ class Registry:
         document it; None leaves the result undeclared. `errors`: the application errors
         (code, message) the method may answer with, for the document.
 
+        `sync=True` registers a plain (not async) function instead, for a handler that never
+        waits: the transport calls it as the request is read, without a task, and may send
+        its answer together with others answered in the same turn of the event loop. It
+        blocks the loop while it runs, as an async handler that never awaits would.
+
         Raises ValueError for a taken or reserved (`rpc.`) name or a positional name that is
-        not a field, TypeError for a handler that is not an async function.
+        not a field, TypeError for a handler that is not an async function (or, with `sync`,
+        one that is).
         """
         if not name:
             raise ValueError("a method needs a name")
         if name.startswith("rpc."):
             raise ValueError(f"{name!r}: names starting with 'rpc.' are reserved")
 
-        def register(handler: H) -> H:
+        def register(handler: Any) -> Any:
             self._add(
                 Method(
                     name,
@@ -113,6 +151,7 @@ class Registry:
                     description=description,
                     positional=positional,
                     errors=errors,
+                    sync=sync,
                 )
             )
             return handler
@@ -144,5 +183,5 @@ class Registry:
         self._methods[method.name] = method
         self._document = None
 
-    async def _discover(self) -> dict[str, Any]:
+    def _discover(self) -> dict[str, Any]:
         return self._cached_document()

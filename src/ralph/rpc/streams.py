@@ -16,11 +16,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import stat
 import sys
 from typing import Protocol
 
-__all__ = ["SupportsWrite", "Writer", "fd_streams", "stdio_streams"]
+__all__ = [
+    "FdWriter",
+    "SupportsWrite",
+    "Writer",
+    "fd_reader",
+    "fd_streams",
+    "fd_writer",
+    "pollable",
+    "stdio_streams",
+    "take_stdio",
+]
 
 _READER_LIMIT = 1024 * 1024
 """Bytes the StreamReader buffers before pausing the transport (twice this, in fact)."""
@@ -45,12 +56,27 @@ class Writer(Protocol):
     async def wait_closed(self) -> None: ...
 
 
+class FdWriter(Writer, Protocol):
+    """A Writer that says whether it takes more now: what `fd_writer` returns."""
+
+    @property
+    def writable(self) -> bool:
+        """False while the peer does not keep up (await `drain()`) or once it is gone."""
+        ...
+
+
 async def stdio_streams() -> tuple[asyncio.StreamReader, Writer]:
     """The process's stdin and stdout as asyncio streams, owned by the protocol alone.
 
     Call it before anything reads stdin. Afterwards fd 0 is /dev/null and fd 1 is a copy of
     fd 2 (stderr); `sys.stdout` (flushed first) writes there too.
     """
+    return await fd_streams(*take_stdio())
+
+
+def take_stdio() -> tuple[int, int]:
+    """Move the original stdin and stdout to private descriptors, returned (read, write), and
+    point fd 0 at /dev/null and fd 1 at stderr: the protocol alone reads and writes them."""
     sys.stdout.flush()
     protocol_in = os.dup(0)
     protocol_out = os.dup(1)
@@ -60,35 +86,60 @@ async def stdio_streams() -> tuple[asyncio.StreamReader, Writer]:
     finally:
         os.close(null)
     os.dup2(2, 1)
-    return await fd_streams(protocol_in, protocol_out)
+    return protocol_in, protocol_out
 
 
 async def fd_streams(read_fd: int, write_fd: int) -> tuple[asyncio.StreamReader, Writer]:
     """A StreamReader on `read_fd` and a Writer on `write_fd`; both fds are taken over (closed
     with the streams)."""
+    return await fd_reader(read_fd), await fd_writer(write_fd)
+
+
+async def fd_reader(read_fd: int) -> asyncio.StreamReader:
+    """A StreamReader on `read_fd` (taken over): an asyncio read-pipe transport for a pipe,
+    socket or terminal; a worker thread's reads for a regular file."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_READER_LIMIT, loop=loop)
-    if _pollable(read_fd):
+    if pollable(read_fd):
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
             os.fdopen(read_fd, "rb", buffering=0),
         )
     else:
         _start_file_feeder(reader, read_fd)
-    writer: Writer
-    if _pollable(write_fd):
-        transport, protocol = await loop.connect_write_pipe(
+    return reader
+
+
+async def fd_writer(write_fd: int) -> FdWriter:
+    """A Writer on `write_fd` (taken over): an asyncio write-pipe transport for a pipe, socket
+    or terminal (a write goes out at once when the pipe has room, the rest is buffered);
+    blocking writes for a regular file."""
+    if pollable(write_fd):
+        transport, protocol = await asyncio.get_running_loop().connect_write_pipe(
             _WriteProtocol, os.fdopen(write_fd, "wb", buffering=0)
         )
-        writer = _PipeWriter(transport, protocol)
-    else:
-        writer = _FileWriter(write_fd)
-    return reader, writer
+        return _PipeWriter(transport, protocol)
+    return _FileWriter(write_fd)
 
 
-def _pollable(fd: int) -> bool:
+def pollable(fd: int) -> bool:
+    """Whether the event loop can watch `fd`: a pipe, a socket, a terminal; not a disk file,
+    nor a character device epoll refuses (/dev/null), which are read and written blocking."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return True
+    return stat.S_ISCHR(mode) and _epoll_accepts(fd)
+
+
+def _epoll_accepts(fd: int) -> bool:
+    if not hasattr(select, "epoll"):
+        return True  # another selector: as before, let the loop try
+    with select.epoll() as probe:
+        try:
+            probe.register(fd, select.EPOLLIN)
+        except PermissionError:
+            return False
+    return True
 
 
 _feeders: set[asyncio.Task[None]] = set()
@@ -135,6 +186,10 @@ class _WriteProtocol(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
 
+    @property
+    def writable(self) -> bool:
+        return self._resumed is None and self.lost is None
+
     async def wait_writable(self) -> None:
         """Return once the transport takes more data; raise once it is gone."""
         if self.lost is not None:
@@ -164,6 +219,10 @@ class _PipeWriter:
             raise ConnectionResetError(f"connection lost: {self._protocol.lost}")
         self._transport.write(data)
 
+    @property
+    def writable(self) -> bool:
+        return self._protocol.writable
+
     async def drain(self) -> None:
         await self._protocol.wait_writable()
 
@@ -186,6 +245,10 @@ class _FileWriter:
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
+
+    @property
+    def writable(self) -> bool:
+        return True  # a disk file takes every write at once (a write after close raises)
 
     async def drain(self) -> None:
         return None
