@@ -1,11 +1,11 @@
 """`ralph step`, `ralph run`, `ralph status`: thin faces over ralph.loop.LoopService.
 
-The loop is imported inside each command: `ralph status` then loads only what a status
-needs (config, tracker, state), not the agents, gates and git machinery."""
+The loop, asyncio and Rich are imported inside each command: `ralph status --json` then
+loads only what a status needs (config, tracker, state), not the agents, gates and git
+machinery, nor a terminal renderer it does not use."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ralph.cli.helpfmt import at_least
 from ralph.cli.output import error_line, exit_text, terminal_safe, write_json
@@ -72,6 +70,8 @@ def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop) 
     Ctrl-C interrupts at once). After SIGHUP the terminal is gone: output that would go to
     it goes nowhere instead of failing. Under `nohup` (SIGHUP ignored) a hangup stays
     ignored."""
+    import asyncio
+
     terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # after a hangup isatty() says no
     signals = [signal.SIGINT, signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
@@ -146,6 +146,9 @@ def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption
 
     Exit code: 0 the task was verified done, 1 it was not, 2 an error, 130 stopped (Ctrl-C,
     SIGTERM), 129 the terminal closed (SIGHUP)."""
+    from rich.console import Console
+    from rich.markup import escape
+
     from ralph.loop import NothingToDo
 
     stop = _Stop()
@@ -212,6 +215,9 @@ def status(json: JsonOption = False,
 
 
 def print_status(report: StatusReport) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
     out = Console(highlight=False, soft_wrap=True)
     state = "paused" if report.paused else "running" if report.running else "idle"
     run = f" ({report.activeRunId})" if report.activeRunId else ""

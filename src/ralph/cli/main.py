@@ -1,17 +1,19 @@
-"""Entry point: runs the Typer app and turns every failure into one line on stderr."""
+"""Entry point: runs the Typer app and turns every failure into one line on stderr.
+
+Start-up time is part of the interface (editors and scripts call `ralph` often), so this
+module imports nothing heavy at the top: `ralph --version` is answered before Typer, Rich or
+pydantic are imported, and otherwise only the command that was asked for is loaded
+(`ralph.cli.commands`)."""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
-import traceback
+from typing import TYPE_CHECKING
 
-import typer
-
-from ralph.cli.app import app
-from ralph.cli.output import error_line, setup_logging
-from ralph.errors import RalphError
+if TYPE_CHECKING:
+    import typer
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -26,10 +28,36 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    setup_logging()
-    command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        return _version()
+    return _run_command(args)
+
+
+def _version() -> int:
+    """`ralph --version` without Typer: the root command's eager --version option prints the
+    same line, but importing Typer alone takes longer than the rest of this process."""
+    from ralph import __version__
+
     try:
-        result = command.main(args=argv, prog_name="ralph", standalone_mode=False)
+        sys.stdout.write(f"ralph {__version__}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    return 0
+
+
+def _run_command(args: list[str]) -> int:
+    import typer
+
+    from ralph.cli.commands import build_app
+    from ralph.cli.output import error_line, setup_logging
+    from ralph.errors import RalphError
+
+    setup_logging()
+    command = typer.main.get_command(build_app(args[0] if args else None))
+    try:
+        result = command.main(args=args, prog_name="ralph", standalone_mode=False)
     except RalphError as exc:
         error_line(str(exc))
         return EXIT_ERROR
@@ -54,6 +82,8 @@ def run(argv: list[str] | None = None) -> int:
         return _usage_error(exc)
     except Exception as exc:
         if os.environ.get("RALPH_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         error_line(f"unexpected {type(exc).__name__}: {exc} (set RALPH_DEBUG=1 for details)")
         return EXIT_INTERNAL
@@ -61,6 +91,8 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _usage_error(exc: typer.TyperException) -> int:
+    from ralph.cli.output import error_line
+
     format_message = getattr(exc, "format_message", None)
     message = format_message() if callable(format_message) else str(exc)
     if type(exc).__name__ == "NoArgsIsHelpError":

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ralph.cli.helpfmt import HelpCommand, at_least
 from ralph.cli.options import StoreOption, open_store
 from ralph.cli.output import terminal_safe, write_json, write_json_line
 from ralph.notes import DEFAULT_SESSION, NOTE_TYPES, Note, add_note, group_by_type, list_notes
 from ralph.store.frame import MAX_SEQ
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(help="Record and list session notes.", no_args_is_help=True)
 
@@ -62,6 +63,9 @@ def list_(
 
 def print_notes(notes: list[Note], console: Console | None = None) -> None:
     """Notes grouped by type, in the order of the types."""
+    from rich.console import Console
+    from rich.markup import escape
+
     out = console or Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
     if not notes:
         out.print("no notes")

@@ -1,4 +1,6 @@
-"""`ralph tasks`: the tasks as Ralph parsed them, and PRD lines it did not read as tasks."""
+"""`ralph tasks`: the tasks as Ralph parsed them, and PRD lines it did not read as tasks.
+
+Rich is imported when a table is drawn (`--json` and a bare `--help` never need it)."""
 
 from __future__ import annotations
 
@@ -6,16 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from ralph.cli.output import terminal_safe, write_json
 from ralph.project import find_project_root
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
     from ralph.loop.tasklist import PrdWarning, TaskEntry, TaskList
 
 STATUS_STYLE = {"open": "", "in_progress": "yellow", "done": "green", "blocked": "red"}
@@ -49,12 +49,21 @@ def tasks(
 
 
 def print_warnings(source: str, warnings: list[PrdWarning]) -> None:
+    if not warnings:
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     for warning in warnings:
         err.print(f"[yellow]warning[/yellow]: {escape(terminal_safe(warning.describe(source)))}")
 
 
 def print_tasks(listed: TaskList, console: Console | None = None) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     out = console or Console(highlight=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("id", no_wrap=True)
@@ -71,10 +80,14 @@ def print_tasks(listed: TaskList, console: Console | None = None) -> None:
 
 
 def _safe(text: str) -> Text:
+    from rich.text import Text
+
     return Text(terminal_safe(text))
 
 
 def _status(task: TaskEntry) -> Text:
+    from rich.text import Text
+
     text = Text(task.status.replace("_", " "), style=STATUS_STYLE[task.status])
     if task.next:
         text.append(" (next)", style="bold")
