@@ -2,7 +2,8 @@
 
 Start-up time is part of the interface (editors and scripts call `ralph` often), so this
 module imports nothing heavy at the top: `ralph --version` is answered before Typer, Rich or
-pydantic are imported, and otherwise only the command that was asked for is loaded
+pydantic are imported, the plain forms of the read-only commands run without Typer
+(`ralph.cli.fastpath`), and otherwise only the command that was asked for is loaded
 (`ralph.cli.commands`)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,7 +33,14 @@ def run(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args == ["--version"]:
         return _version()
-    return _run_command(args)
+    from ralph.cli.fastpath import plain_command
+    from ralph.cli.output import setup_logging
+
+    setup_logging()
+    work = plain_command(args)
+    if work is not None:
+        return _guarded(work)
+    return _guarded(lambda: _run_typer(args))
 
 
 def _version() -> int:
@@ -47,31 +56,20 @@ def _version() -> int:
     return 0
 
 
-def _run_command(args: list[str]) -> int:
+def _run_typer(args: list[str]) -> object:
+    """`ralph ARGS` parsed and run by Typer, with only the command it names loaded; its exit
+    requests and usage errors as exit codes."""
     import typer
 
     from ralph.cli.commands import build_app
-    from ralph.cli.output import error_line, setup_logging
-    from ralph.errors import RalphError
 
-    setup_logging()
     command = typer.main.get_command(build_app(args[0] if args else None))
     try:
-        result = command.main(args=args, prog_name="ralph", standalone_mode=False)
-    except RalphError as exc:
-        error_line(str(exc))
-        return EXIT_ERROR
+        return command.main(args=args, prog_name="ralph", standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
         return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        sys.stderr.write("\n")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`ralph store cat | head`): not an error of ours.
-        _silence_stdout()
-        return 0
     except SystemExit as exc:
         # Typer catches a closed stdout itself and calls sys.exit(1) even when not standalone.
         if isinstance(exc.__context__, BrokenPipeError):
@@ -80,6 +78,25 @@ def _run_command(args: list[str]) -> int:
         raise
     except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
         return _usage_error(exc)
+
+
+def _guarded(work: Callable[[], object]) -> int:
+    """Run a command's work: its exit code, and every failure as one line on stderr."""
+    from ralph.cli.output import error_line
+    from ralph.errors import RalphError
+
+    try:
+        result = work()
+    except RalphError as exc:
+        error_line(str(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`ralph store cat | head`): not an error of ours.
+        _silence_stdout()
+        return 0
     except Exception as exc:
         if os.environ.get("RALPH_DEBUG"):
             import traceback
