@@ -1,6 +1,7 @@
 """CLI start-up: whole-process times of `ralph` commands, from fork+exec to exit.
 
     python benchmarks/cli_bench.py [--runs 15] [--iterations 10000] [--quick] [--baseline SRC]
+                                   [--instructions]
 
 Commands: `ralph --version`, `ralph --help`, `ralph status --json`, `ralph tasks` and `ralph
 notes list`, the last three in a project with 10,000 recorded iterations (state.json and
@@ -12,8 +13,11 @@ measurement alike; each figure is the median over the rounds, with the min and m
 
 `--baseline SRC` also times the commands with the `ralph` package from SRC (the `src/` of
 another checkout, such as a worktree of main) in the same rounds: before/after figures that
-share the machine's noise. Targets: --version <= 80 ms, --help <= 200 ms, status, tasks and
-notes list <= 150 ms.
+share the machine's noise. `--instructions` adds the instructions each command executes
+(once, under valgrind's cachegrind): a figure the other processes of a busy machine do not
+move, for comparing two versions when wall-clock time drifts. Ralph's bytecode is compiled
+first, as an installed Ralph has it. Targets: --version <= 80 ms, --help <= 200 ms, status,
+tasks and notes list <= 150 ms.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -34,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import ralph  # noqa: E402
 from loop_bench import history_project  # noqa: E402
 
 RALPH = str(Path(sys.executable).with_name("ralph"))
@@ -47,21 +53,31 @@ class Measurement:
     in_project: bool = False
     baseline: str | None = None  # PYTHONPATH of the baseline's ralph package
 
-    def run(self, project: Path) -> float:
-        """One whole-process time in ms (the command must succeed)."""
+    def run(self, project: Path, wrapper: tuple[str, ...] = ()) -> tuple[float, str]:
+        """One whole-process time in ms (the command must succeed), and its stderr."""
         env = dict(os.environ)
         if self.baseline is not None:
             env["PYTHONPATH"] = self.baseline
         cwd = project if self.in_project else ROOT
         start = time.perf_counter()
-        done = subprocess.run(self.argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120,
-                              check=False)
+        done = subprocess.run([*wrapper, *self.argv], cwd=cwd, env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=600, check=False)
         elapsed = (time.perf_counter() - start) * 1000
+        stderr = done.stderr.decode(errors="replace")
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(self.argv)} exited with {done.returncode}: "
-                             f"{done.stderr.decode(errors='replace').strip()}")
-        return elapsed
+                             f"{stderr.strip()}")
+        return elapsed, stderr
+
+    def instructions(self, project: Path) -> int:
+        """Instructions the whole process executes, counted by cachegrind."""
+        _, stderr = self.run(project, ("valgrind", "--tool=cachegrind",
+                                       "--cachegrind-out-file=/dev/null"))
+        found = re.search(r"I\s+refs:\s+([\d,]+)", stderr)
+        if found is None:
+            raise SystemExit(f"no instruction count from valgrind: {stderr.strip()}")
+        return int(found.group(1).replace(",", ""))
 
 
 def measurements(baseline: str | None) -> list[Measurement]:
@@ -80,6 +96,14 @@ def measurements(baseline: str | None) -> list[Measurement]:
             rows.append(Measurement(f"  baseline: {name}", [RALPH, *args], None, in_project,
                                     baseline))
     return rows
+
+
+def compile_bytecode(package: Path) -> None:
+    """Write the bytecode of a ralph package, as an installed Ralph has it: with
+    PYTHONDONTWRITEBYTECODE set (as in some environments), every run would otherwise compile
+    Ralph's modules from their source again."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True,
+                   stdout=subprocess.DEVNULL, timeout=300)
 
 
 def cpu_name() -> str:
@@ -104,6 +128,8 @@ def main() -> int:
                         help="7 rounds on a project with 1,000 iterations")
     parser.add_argument("--baseline", metavar="SRC",
                         help="also time the ralph package in SRC (a checkout's src/)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each command's instructions (needs valgrind)")
     args = parser.parse_args()
     if args.quick:
         args.runs, args.iterations = 7, 1_000
@@ -111,9 +137,15 @@ def main() -> int:
         parser.error("--runs must be at least 1")
     if not Path(RALPH).exists():
         parser.error(f"no {RALPH}: install Ralph into this interpreter's environment")
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind")
     baseline = str(Path(args.baseline).resolve()) if args.baseline else None
     rows = measurements(baseline)
+    compile_bytecode(Path(ralph.__file__).parent)
+    if baseline is not None:
+        compile_bytecode(Path(baseline) / "ralph")
     times: dict[str, list[float]] = {row.name: [] for row in rows}
+    counts: dict[str, int] = {}
     base = Path(tempfile.mkdtemp(prefix="ralph-cli-bench-"))
     try:
         project = history_project(base, 50, args.iterations)
@@ -122,24 +154,26 @@ def main() -> int:
             row.run(project)
         for number in range(args.runs):
             for row in rows:
-                times[row.name].append(row.run(project))
+                times[row.name].append(row.run(project)[0])
             print(f"round {number + 1}/{args.runs}", file=sys.stderr)
         load_after = load_text()
+        if args.instructions:
+            counts = {row.name: row.instructions(project) for row in rows}
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    report(args, rows, times, load_before, load_after)
+    report(args, rows, times, counts, load_before, load_after)
     return 0
 
 
 def report(args: argparse.Namespace, rows: list[Measurement], times: dict[str, list[float]],
-           load_before: str, load_after: str) -> None:
+           counts: dict[str, int], load_before: str, load_after: str) -> None:
     print(f"# {cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {load_before} before, "
           f"{load_after} after; median of {args.runs} interleaved rounds; project with "
           f"{args.iterations:,} recorded iterations")
     floor = statistics.median(times[rows[0].name])
     print(f"{'measurement':<34} {'median ms':>9} {'- floor':>8} {'min .. max':>16} "
-          f"{'target':>7} result")
+          f"{'target':>7} result" + ("  instructions" if counts else ""))
     for row in rows:
         values = times[row.name]
         median = statistics.median(values)
@@ -148,7 +182,10 @@ def report(args: argparse.Namespace, rows: list[Measurement], times: dict[str, l
         target = "" if row.target_ms is None else f"<= {row.target_ms:.0f}"
         result = "" if row.target_ms is None else ("pass" if median <= row.target_ms
                                                    else "FAIL")
-        print(f"{row.name:<34} {median:9.1f} {over:>8} {span:>16} {target:>7} {result}")
+        line = f"{row.name:<34} {median:9.1f} {over:>8} {span:>16} {target:>7} {result:<6}"
+        if counts:
+            line += f" {counts[row.name] / 1e6:10,.0f} M"
+        print(line.rstrip())
 
 
 if __name__ == "__main__":
