@@ -20,7 +20,7 @@ import typer
 from ralph.cli import fastpath, notes_cmd
 from ralph.cli.app import app
 from ralph.cli.fastpath import FORMS, parse_options, plain_command
-from tests.cli.helpers import TIMEOUT, Cli, Result
+from tests.cli.helpers import RALPH, TIMEOUT, Cli, Result
 from tests.cli.test_tasks_cli import PRD, STATE, project
 
 # Runs `ralph ARGS` as the console script does, then writes the names of the modules it
@@ -173,6 +173,20 @@ def test_the_fast_path_answers_as_typer_does(cli: Cli, monkeypatch: pytest.Monke
     fast = cli(*argv)
     assert fast == through_typer(cli, monkeypatch, *argv)
     assert fast.out or fast.err
+
+
+@pytest.mark.parametrize("args", [["tasks"], ["tasks", "--json"], ["status"],
+                                  ["tasks", "--root=."]], ids=" ".join)
+def test_a_reader_gone_away_is_not_an_error(tasks_project: Path, args: list[str]) -> None:
+    """`ralph tasks | head -1` without Typer too: Rich and a plain write both meet the closed
+    pipe (Rich by calling sys.exit(1) itself); exit 0, nothing on stderr."""
+    proc = subprocess.Popen([*RALPH, *args], cwd=tasks_project, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    proc.stdout.close()  # before the command writes anything
+    _, err = proc.communicate(timeout=TIMEOUT)
+    assert (proc.returncode, err) == (0, b"")
 
 
 def test_forms_take_exactly_the_options_of_their_typer_commands() -> None:

@@ -70,12 +70,6 @@ def _run_typer(args: list[str]) -> object:
         return int(exc.exit_code)
     except typer.Abort:
         return EXIT_INTERRUPTED
-    except SystemExit as exc:
-        # Typer catches a closed stdout itself and calls sys.exit(1) even when not standalone.
-        if isinstance(exc.__context__, BrokenPipeError):
-            _silence_stdout()
-            return 0
-        raise
     except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
         return _usage_error(exc)
 
@@ -90,13 +84,20 @@ def _guarded(work: Callable[[], object]) -> int:
     except RalphError as exc:
         error_line(str(exc))
         return EXIT_ERROR
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, EOFError):  # as click turns either into Abort, for Typer
         sys.stderr.write("\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`ralph store cat | head`): not an error of ours.
         _silence_stdout()
         return 0
+    except SystemExit as exc:
+        # Typer and Rich catch a closed stdout themselves and call sys.exit(1), even when
+        # Typer is not in standalone mode: the same reader gone away.
+        if isinstance(exc.__context__, BrokenPipeError):
+            _silence_stdout()
+            return 0
+        raise
     except Exception as exc:
         if os.environ.get("RALPH_DEBUG"):
             import traceback
