@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from ralph.cli import fastpath, notes_cmd
+from ralph.cli import fastpath, notes_cmd, status_view
 from ralph.cli.app import app
 from ralph.cli.fastpath import FORMS, parse_options, plain_command
 from tests.cli.helpers import RALPH, TIMEOUT, Cli, Result
@@ -173,6 +173,18 @@ def test_the_fast_path_answers_as_typer_does(cli: Cli, monkeypatch: pytest.Monke
     fast = cli(*argv)
     assert fast == through_typer(cli, monkeypatch, *argv)
     assert fast.out or fast.err
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, EOFError])
+def test_an_interrupted_fast_command_ends_as_under_typer(
+        cli: Cli, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]) -> None:
+    def interrupted(json: bool, root: Path | None) -> None:
+        raise error
+
+    monkeypatch.setattr(status_view, "show_status", interrupted)
+    fast = cli("status", "--json")
+    assert fast == through_typer(cli, monkeypatch, "status", "--json")
+    assert fast.code == 130
 
 
 @pytest.mark.parametrize("args", [["tasks"], ["tasks", "--json"], ["status"],

@@ -39,7 +39,7 @@ def run(argv: list[str] | None = None) -> int:
     setup_logging()
     work = plain_command(args)
     if work is not None:
-        return _guarded(work)
+        return _guarded(lambda: _interruptible(work))
     return _guarded(lambda: _run_typer(args))
 
 
@@ -53,6 +53,19 @@ def _version() -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
+    return 0
+
+
+def _interruptible(work: Callable[[], None]) -> int:
+    """A command run without Typer, interrupted as Typer's main ends one: Ctrl-C exits 130
+    quietly, the end of input 130 after a new line."""
+    try:
+        work()
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except EOFError:
+        sys.stderr.write("\n")
+        return EXIT_INTERRUPTED
     return 0
 
 
@@ -84,7 +97,7 @@ def _guarded(work: Callable[[], object]) -> int:
     except RalphError as exc:
         error_line(str(exc))
         return EXIT_ERROR
-    except (KeyboardInterrupt, EOFError):  # as click turns either into Abort, for Typer
+    except KeyboardInterrupt:
         sys.stderr.write("\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
