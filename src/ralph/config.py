@@ -9,12 +9,15 @@ text itself to turn a pydantic error location into a line number.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import contextlib
 import difflib
+import inspect
 import os
 import re
 import string
+import sys
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,10 +73,13 @@ class ConfigProblem:
 
 
 class _Section(BaseModel):
-    """Base of every section: strict types, unknown keys are errors, values never change."""
+    """Base of every section: strict types, unknown keys are errors, values never change.
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
-                              use_attribute_docstrings=True)
+    The docstring under each field is its description in `config_schema()`, added there:
+    pydantic's `use_attribute_docstrings` would read and tokenize every class's source when
+    the module is imported, about a third of the time every `ralph` command spends on it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class FilesConfig(_Section):
@@ -443,7 +449,40 @@ def expand_argv(argv: Sequence[str], *, prompt: str,
 
 def config_schema() -> dict[str, Any]:
     """JSON Schema of ralph.toml (for docs and editors), descriptions from the field docs."""
+    _describe_fields()
     return Config.model_json_schema()
+
+
+def _describe_fields() -> None:
+    """Give every field of the sections its docstring as description (once), as pydantic's
+    `use_attribute_docstrings` would have at import: the sections first, Config last, since
+    a model's schema embeds those of the models it holds."""
+    docs = _attribute_docstrings()
+    for model in (FilesConfig, LoopConfig, AgentConfig, GatesConfig, JudgeConfig, ReviewConfig,
+                  GitConfig, PriceConfig, Config):
+        fields = [(info, docs.get((model.__name__, name)))
+                  for name, info in model.model_fields.items()]
+        missing = [(info, doc) for info, doc in fields if doc and info.description is None]
+        for info, doc in missing:
+            info.description = doc
+        if missing:
+            model.model_rebuild(force=True)
+
+
+def _attribute_docstrings() -> dict[tuple[str, str], str]:
+    """(class, field) -> the string literal right below the field's annotated assignment in
+    this module's class bodies (pydantic's rule for attribute docstrings)."""
+    tree = ast.parse(inspect.getsource(sys.modules[__name__]))
+    docs: dict[tuple[str, str], str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for field_node, below in zip(node.body, node.body[1:], strict=False):
+            if (isinstance(field_node, ast.AnnAssign) and isinstance(field_node.target, ast.Name)
+                    and isinstance(below, ast.Expr) and isinstance(below.value, ast.Constant)
+                    and isinstance(below.value.value, str)):
+                docs[(node.name, field_node.target.id)] = inspect.cleandoc(below.value.value)
+    return docs
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
 
 
@@ -20,7 +19,9 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
         mode: int | None = path.stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = None
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # os.urandom, not secrets.token_hex: the same bytes, without importing secrets (hmac,
+    # random), which cost every `ralph` command a few ms at start-up.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         with tmp.open("wb") as handle:
             if mode is not None:

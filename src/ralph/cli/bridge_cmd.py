@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -15,6 +14,8 @@ def bridge(openrpc: Annotated[bool, typer.Option(
         "--openrpc", help="Print the OpenRPC document of the bridge and exit.")] = False) -> None:
     """Serve the editor bridge on stdin/stdout for the project here: the bridge protocol
     (vscode-bridge-protocol v1), JSON-RPC 2.0 with one message per line."""
+    import asyncio
+
     from ralph.bridge.methods import build_registry
     from ralph.bridge.server import serve_stdio
     from ralph.config import load_config

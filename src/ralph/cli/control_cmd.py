@@ -3,7 +3,6 @@ terminal, whichever process runs it (a terminal's `ralph run`, an editor's bridg
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +18,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the answer as JS
 
 
 def _control(action: str, root: Path | None, json: bool) -> None:
+    import asyncio
+
     from ralph.loop import LoopService
 
     try:

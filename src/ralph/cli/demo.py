@@ -9,7 +9,6 @@ fixes it. At the end it prints a summary and where the logs and events are.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import shutil
@@ -20,11 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ralph.loop import LoopService, RunOutcome
 
 PRD = """# Calculator
@@ -171,6 +169,11 @@ def demo(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the summary.")] = False,
 ) -> None:
     """Run the loop on a scratch project with the built-in replay agent."""
+    import asyncio
+
+    from rich.console import Console
+    from rich.markup import escape
+
     from ralph.cli.display import RunDisplay
     from ralph.loop import LoopService
 
@@ -219,6 +222,9 @@ def _summary(service: LoopService, outcome: RunOutcome) -> list[dict[str, Any]]:
 
 def _print_summary(console: Console, outcome: RunOutcome, rows: list[dict[str, Any]],
                    root: Path | None) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"run {outcome.run_id}: {outcome.reason} ({outcome.message})")
     for column in ("task", "title", "attempts", "gates (last)", "verdict", "commit"):
         table.add_column(column)

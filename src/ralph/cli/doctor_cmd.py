@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ralph.cli.output import write_json
 from ralph.project import find_project_root
@@ -19,6 +16,11 @@ def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
 
     Exit code 0 when the default agent can run, 1 when it cannot (its program cannot start,
     or it is certainly not logged in)."""
+    import asyncio
+
+    from rich.console import Console
+    from rich.markup import escape
+
     from ralph.agents.doctor import diagnose
     from ralph.config import load_config
 
@@ -54,6 +56,8 @@ def doctor(json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
 def _login(logged_in: bool | None, login: str) -> str:
     """yes: what was found; no: the fix (in colour: it blocks the runs that use the agent);
     unknown: why it cannot be told."""
+    from rich.markup import escape
+
     if logged_in is True:
         return f"[green]yes[/green]: {escape(login)}"
     if logged_in is False:

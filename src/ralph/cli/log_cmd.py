@@ -3,7 +3,6 @@ from any process."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -40,6 +39,8 @@ def log(run: Annotated[str | None, typer.Option(
 
     With --follow, go on with what comes next (a run in progress, and the runs after it;
     with --run, until that run ends). Exit code: 0, or 1 when the run named is unknown."""
+    import asyncio
+
     from ralph.loop.events import run_stream
     from ralph.loop.paths import ProjectPaths
     from ralph.store import Store

@@ -1,11 +1,11 @@
 """`ralph step`, `ralph run`, `ralph status`: thin faces over ralph.loop.LoopService.
 
-The loop is imported inside each command: `ralph status` then loads only what a status
-needs (config, tracker, state), not the agents, gates and git machinery."""
+The loop, asyncio and Rich are imported inside each command, and the status's work is in
+ralph.cli.status_view: `ralph status` loads only what a status needs (config, tracker,
+state), not the agents, gates and git machinery."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -13,17 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ralph.cli.helpfmt import at_least
-from ralph.cli.output import error_line, exit_text, terminal_safe, write_json
+from ralph.cli.output import error_line, write_json
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
 if TYPE_CHECKING:
     from ralph.cli.display import RunDisplay
-    from ralph.loop import LoopService, StatusReport
+    from ralph.loop import LoopService
 
 EXIT_DONE = 0
 EXIT_INCOMPLETE = 1
@@ -72,6 +70,8 @@ def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop) 
     Ctrl-C interrupts at once). After SIGHUP the terminal is gone: output that would go to
     it goes nowhere instead of failing. Under `nohup` (SIGHUP ignored) a hangup stays
     ignored."""
+    import asyncio
+
     terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # after a hangup isatty() says no
     signals = [signal.SIGINT, signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
@@ -146,6 +146,9 @@ def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption
 
     Exit code: 0 the task was verified done, 1 it was not, 2 an error, 130 stopped (Ctrl-C,
     SIGTERM), 129 the terminal closed (SIGHUP)."""
+    from rich.console import Console
+    from rich.markup import escape
+
     from ralph.loop import NothingToDo
 
     stop = _Stop()
@@ -199,50 +202,6 @@ def status(json: JsonOption = False,
            ) -> None:
     """Show progress: done/total, the next task, whether a run is active, the last iteration
     and blocked tasks."""
-    from ralph.config import load_config
-    from ralph.loop import project_status
-    from ralph.loop.paths import ProjectPaths
+    from ralph.cli.status_view import show_status
 
-    project = root or find_project_root()
-    report = project_status(ProjectPaths(project), load_config(project))
-    if json:
-        write_json(report.model_dump(mode="json"))
-    else:
-        print_status(report)
-
-
-def print_status(report: StatusReport) -> None:
-    out = Console(highlight=False, soft_wrap=True)
-    state = "paused" if report.paused else "running" if report.running else "idle"
-    run = f" ({report.activeRunId})" if report.activeRunId else ""
-    out.print(f"[bold]{escape(report.prd)}[/bold]: {report.done}/{report.total} tasks done; "
-              f"loop {state}{run}")
-    if report.prd_error is not None:
-        out.print(f"[red]the PRD cannot be read[/red]: {escape(terminal_safe(report.prd_error))}")
-    elif report.next is not None:
-        out.print(f"next: task {escape(report.next.task_id)}: {escape(report.next.title)} "
-                  f"({report.next.kind})")
-    elif report.done == report.total:
-        out.print("next: nothing, every task is done")
-    else:
-        out.print("next: nothing ready (the remaining tasks are blocked or wait on them)")
-    last = report.last
-    if last is not None:
-        verdict = "verified done" if last.verified else last.status.replace("_", " ")
-        why = f": {escape(last.reason)}" if last.reason else ""
-        when = (f"finished {last.finished_at}" if last.finished_at
-                else f"started {last.started_at}")
-        out.print(f"last: iteration {last.iteration_id}, task {escape(str(last.task_id))}, "
-                  f"{verdict}{why} ({exit_text(last.exit_code)}, {when})")
-    for blocked in report.blocked:
-        out.print(f"[red]blocked[/red]: task {escape(blocked.task_id)}: "
-                  f"{escape(blocked.title)}: {escape(blocked.reason or 'no reason given')}")
-    spent = [(what, run.total) for what, run in (("last run", report.cost.last_run),
-                                                 ("all runs", report.cost.all_runs))
-             if run is not None and run.total.agent_runs]
-    if spent:
-        from ralph.cli.render import spend_text
-
-        out.print("cost: " + "; ".join(
-            f"{what} {spend_text(total.tokens_in, total.tokens_out, total.cost_usd)}"
-            for what, total in spent))
+    show_status(json, root)

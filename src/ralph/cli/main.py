@@ -1,17 +1,21 @@
-"""Entry point: runs the Typer app and turns every failure into one line on stderr."""
+"""Entry point: runs the Typer app and turns every failure into one line on stderr.
+
+Start-up time is part of the interface (editors and scripts call `ralph` often), so this
+module imports nothing heavy at the top: `ralph --version` is answered before Typer, Rich or
+pydantic are imported, the plain forms of the read-only commands run without Typer
+(`ralph.cli.fastpath`), and otherwise only the command that was asked for is loaded
+(`ralph.cli.commands`)."""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
-import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import typer
-
-from ralph.cli.app import app
-from ralph.cli.output import error_line, setup_logging
-from ralph.errors import RalphError
+if TYPE_CHECKING:
+    import typer
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -26,17 +30,73 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        return _version()
+    from ralph.cli.fastpath import plain_command
+    from ralph.cli.output import setup_logging
+
     setup_logging()
-    command = typer.main.get_command(app)
+    work = plain_command(args)
+    if work is not None:
+        return _guarded(lambda: _interruptible(work))
+    return _guarded(lambda: _run_typer(args))
+
+
+def _version() -> int:
+    """`ralph --version` without Typer: the root command's eager --version option prints the
+    same line, but importing Typer alone takes longer than the rest of this process."""
+    from ralph import __version__
+
     try:
-        result = command.main(args=argv, prog_name="ralph", standalone_mode=False)
-    except RalphError as exc:
-        error_line(str(exc))
-        return EXIT_ERROR
+        sys.stdout.write(f"ralph {__version__}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    return 0
+
+
+def _interruptible(work: Callable[[], None]) -> int:
+    """A command run without Typer, interrupted as Typer's main ends one: Ctrl-C exits 130
+    quietly, the end of input 130 after a new line."""
+    try:
+        work()
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except EOFError:
+        sys.stderr.write("\n")
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _run_typer(args: list[str]) -> object:
+    """`ralph ARGS` parsed and run by Typer, with only the command it names loaded; its exit
+    requests and usage errors as exit codes."""
+    import typer
+
+    from ralph.cli.commands import build_app
+
+    command = typer.main.get_command(build_app(args[0] if args else None))
+    try:
+        return command.main(args=args, prog_name="ralph", standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
         return EXIT_INTERRUPTED
+    except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
+        return _usage_error(exc)
+
+
+def _guarded(work: Callable[[], object]) -> int:
+    """Run a command's work: its exit code, and every failure as one line on stderr."""
+    from ralph.cli.output import error_line
+    from ralph.errors import RalphError
+
+    try:
+        result = work()
+    except RalphError as exc:
+        error_line(str(exc))
+        return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         return EXIT_INTERRUPTED
@@ -45,15 +105,16 @@ def run(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except SystemExit as exc:
-        # Typer catches a closed stdout itself and calls sys.exit(1) even when not standalone.
+        # Typer and Rich catch a closed stdout themselves and call sys.exit(1), even when
+        # Typer is not in standalone mode: the same reader gone away.
         if isinstance(exc.__context__, BrokenPipeError):
             _silence_stdout()
             return 0
         raise
-    except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
-        return _usage_error(exc)
     except Exception as exc:
         if os.environ.get("RALPH_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         error_line(f"unexpected {type(exc).__name__}: {exc} (set RALPH_DEBUG=1 for details)")
         return EXIT_INTERNAL
@@ -61,6 +122,8 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _usage_error(exc: typer.TyperException) -> int:
+    from ralph.cli.output import error_line
+
     format_message = getattr(exc, "format_message", None)
     message = format_message() if callable(format_message) else str(exc)
     if type(exc).__name__ == "NoArgsIsHelpError":

@@ -1,19 +1,18 @@
-"""`ralph notes ...`: session notes (completed, in_progress, blocked, ...) in the store."""
+"""`ralph notes ...`: session notes (completed, in_progress, blocked, ...) in the store.
+
+`list`'s work is in ralph.cli.notes_view (no Typer: ralph.cli.fastpath runs it directly)."""
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ralph.cli.helpfmt import HelpCommand, at_least
 from ralph.cli.options import StoreOption, open_store
-from ralph.cli.output import terminal_safe, write_json, write_json_line
-from ralph.notes import DEFAULT_SESSION, NOTE_TYPES, Note, add_note, group_by_type, list_notes
+from ralph.cli.output import write_json_line
+from ralph.notes import DEFAULT_SESSION, NOTE_TYPES, add_note
 from ralph.store.frame import MAX_SEQ
 
 app = typer.Typer(help="Record and list session notes.", no_args_is_help=True)
@@ -51,26 +50,6 @@ def list_(
     store: StoreOption = None,
 ) -> None:
     """List notes, grouped by type."""
-    with open_store(store) as opened:
-        notes = list_notes(opened, note_type=note_type.value if note_type else None,
-                           session=name)
-    if as_json:
-        write_json([note.to_dict() for note in notes])
-        return
-    print_notes(notes)
+    from ralph.cli.notes_view import show_notes
 
-
-def print_notes(notes: list[Note], console: Console | None = None) -> None:
-    """Notes grouped by type, in the order of the types."""
-    out = console or Console(file=sys.stdout, highlight=False, soft_wrap=True, emoji=False)
-    if not notes:
-        out.print("no notes")
-        return
-    sessions = {note.session for note in notes}
-    for note_type, group in group_by_type(notes).items():
-        out.print(f"[bold]{note_type}[/bold] ({len(group)})")
-        for note in group:
-            where = f"iteration {note.iteration}" if note.iteration is not None else "-"
-            who = f"{note.session} " if len(sessions) > 1 else ""
-            text = escape(terminal_safe(note.text.strip()))
-            out.print(f"  {note.ts[:19].replace('T', ' ')}  {who}{where:<12} {text}")
+    show_notes(note_type.value if note_type else None, name, as_json, store)

@@ -1,16 +1,15 @@
-"""Options several commands share, and opening the store they name."""
+"""Options several commands share, and opening the store they name (ralph.cli.storeopen)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from ralph.project import store_path
+from ralph.cli.storeopen import open_store
 
-if TYPE_CHECKING:
-    from ralph.store import Store
+__all__ = ["StoreOption", "open_store"]
 
 StoreOption = Annotated[
     Path | None,
@@ -18,12 +17,3 @@ StoreOption = Annotated[
                                                  "else .ralph/store under the project root).",
                  show_default=False),
 ]
-
-
-def open_store(path: Path | None, *, sync_on_open: bool = True, create: bool = False) -> Store:
-    """The store at `path` (see StoreOption); `sync` and `rebuild` open it without syncing so
-    that what they report is their own work. Only commands that write pass `create`: a
-    command that reads finds a missing store empty and leaves no `.ralph/store` behind."""
-    from ralph.store import Store
-
-    return Store(store_path(path), sync_on_open=sync_on_open, create=create)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,7 +10,6 @@ import typer
 from ralph.cli.helpfmt import HelpCommand, at_least
 from ralph.cli.options import StoreOption, open_store
 from ralph.cli.output import write_json, write_json_line
-from ralph.cli.progress import byte_progress
 
 # A count or seq beyond MAX_SEQ (SQLite's INTEGER) is bad usage (exit 2).
 from ralph.store.frame import DEFAULT_STREAM, MAX_SEQ, parse_meta_json
@@ -64,6 +62,8 @@ def cat(
     """Print frames in seq order, one JSON object per line."""
     with open_store(store) as opened:
         if follow:
+            import asyncio
+
             asyncio.run(_follow(opened, topic, stream, after, limit))
             return
         for frame in opened.read(topic=topic, stream=stream, after_seq=after, limit=limit):
@@ -117,6 +117,8 @@ def cas(hash_: Annotated[str, typer.Argument(metavar="HASH", help="sha256-... co
 @app.command(cls=HelpCommand)
 def sync(store: StoreOption = None) -> None:
     """Index what was appended since the last sync."""
+    from ralph.cli.progress import byte_progress
+
     with open_store(store, sync_on_open=False) as opened, \
             byte_progress("indexing") as progress:
         result = opened.sync(progress)
@@ -127,6 +129,8 @@ def sync(store: StoreOption = None) -> None:
 @app.command(cls=HelpCommand)
 def rebuild(store: StoreOption = None) -> None:
     """Recreate the index from the stream files."""
+    from ralph.cli.progress import byte_progress
+
     with open_store(store, sync_on_open=False) as opened, \
             byte_progress("rebuilding index") as progress:
         result = opened.rebuild(progress)

@@ -23,7 +23,9 @@ StopReason = Literal["complete", "no_progress", "max_iterations", "stopped", "er
 class StepFields(BaseModel):
     """The `step` result of the bridge protocol, field for field."""
 
-    model_config = ConfigDict(frozen=True)
+    # defer_build: a step's and a run's models are built when first used, not by every
+    # import of this module (`ralph status` imports it for StatusReport and uses neither).
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     iteration: int
     agent: str
@@ -86,6 +88,8 @@ class LastIteration(BaseModel):
 
 class RunOutcome(BaseModel):
     """How a run ended, with the figures of its summary."""
+
+    model_config = ConfigDict(defer_build=True)  # as StepFields
 
     run_id: str
     reason: StopReason

@@ -9,9 +9,12 @@ all runs. A cost is never guessed: `cost_usd` stays None until some run reported
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
 
-from ralph.agents.base import Usage
+if TYPE_CHECKING:  # importing ralph.agents loads every adapter: status needs none of them
+    from ralph.agents.base import Usage
 
 
 class Spend(BaseModel):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,7 +48,8 @@ class ContentStore:
             self._write(path, content)
 
     def _write(self, path: Path, content: bytes) -> None:
-        tmp = self._tmp / f"{path.name[:16]}.{os.getpid()}.{secrets.token_hex(4)}"
+        # os.urandom: secrets.token_hex's bytes without importing secrets (start-up time).
+        tmp = self._tmp / f"{path.name[:16]}.{os.getpid()}.{os.urandom(4).hex()}"
         try:
             self._tmp.mkdir(parents=True, exist_ok=True)
             path.parent.mkdir(parents=True, exist_ok=True)

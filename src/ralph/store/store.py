@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 import threading
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -37,8 +36,14 @@ from ralph.store.frame import (
 from ralph.store.head import Head
 from ralph.store.index import Index, ParseError, Progress, SyncResult, TopicQuery
 from ralph.store.retention import GcReport, Rule, collect_garbage, load_rules
-from ralph.store.subscribe import Hub, Lag, Subscription
 from ralph.store.writer import DURABILITY_MODES, Durability, Writer
+
+# Subscriptions (asyncio, watchfiles: a fifth of a `ralph notes list`) are imported by the
+# first subscribe(): most commands that open a store only read it.
+if TYPE_CHECKING:
+    import asyncio
+
+    from ralph.store.subscribe import Hub, Lag, Subscription
 
 _PAGE = 1000
 _VALID_NAMES_CACHE = 4096
@@ -309,6 +314,8 @@ class Store:
 
         Use it as `async for frame in store.subscribe(...)` inside `async with`, or close it.
         """
+        from ralph.store.subscribe import Subscription  # noqa: PLC0415 - see the imports
+
         query = None if topic is None else TopicQuery(*topic_filter(topic))
         if stream is not None:
             check_stream(stream)
@@ -317,6 +324,10 @@ class Store:
         return Subscription(self, query, stream, after_seq or 0, self.max_lag, on_lag)
 
     async def _hub(self) -> Hub:
+        import asyncio  # noqa: PLC0415 - see the imports
+
+        from ralph.store.subscribe import Hub  # noqa: PLC0415
+
         loop = asyncio.get_running_loop()
         hub = self._hubs.get(loop)
         if hub is not None:
@@ -419,6 +430,8 @@ def _size(path: Path) -> int:
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
+    import asyncio  # noqa: PLC0415 - see the imports
+
     try:
         return asyncio.get_running_loop()
     except RuntimeError:

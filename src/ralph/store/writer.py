@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ralph.store.cas import ContentStore
 from ralph.store.errors import StoreError
@@ -31,8 +31,10 @@ from ralph.store.frame import LineError, decode_line, encode_frame, format_ts
 from ralph.store.fsio import fsync_dir, write_all, write_error
 from ralph.store.groupcommit import GroupCommit, dup_for_sync, sync_and_close
 from ralph.store.head import BOOT_ID, HEAD_SIZE, Head, pending_head, read_seq_floor
-from ralph.store.ids import IdGenerator
 from ralph.store.streams import ends_torn, last_seq_in, list_streams, stream_path
+
+if TYPE_CHECKING:
+    from ralph.store.ids import IdGenerator
 
 log = logging.getLogger("ralph.store")
 
@@ -62,7 +64,9 @@ class Writer:
         self.repairs = 0  # torn tails closed by this writer, for stats and tests
         self._cas = cas
         self._mutex = threading.Lock()
-        self._ids = IdGenerator()
+        # Made by the first append: building the id encoder's tables is a tenth of the start
+        # of a command that only reads (`ralph notes list`, `ralph log`).
+        self._ids: IdGenerator | None = None
         self._pid = os.getpid()
         try:
             self._head_fd = os.open(root / "head", os.O_RDWR | os.O_CREAT, 0o644)
@@ -119,6 +123,12 @@ class Writer:
 
     # -- the append ------------------------------------------------------------------------
 
+    def _new_ids(self) -> IdGenerator:
+        from ralph.store.ids import IdGenerator  # noqa: PLC0415 - see __init__
+
+        self._ids = IdGenerator()
+        return self._ids
+
     def append(self, topic: str, stream: str, meta_json: bytes, hash_: str | None,
                content: bytes | None) -> Appended:
         # The hot path: the lock is taken inline rather than through locked(), and the head
@@ -132,7 +142,7 @@ class Writer:
                     self._cas.ensure(hash_, content)
                 fd, offset = self._open_stream(stream)
                 seq = self._last_seq + 1
-                id_str, ms = self._ids.next()
+                id_str, ms = (self._ids or self._new_ids()).next()
                 ts = format_ts(ms)
                 line = encode_frame(id_str, seq, ts, topic, stream, meta_json, hash_)
                 head = pending_head(seq, self._gen, stream, offset)
