@@ -9,6 +9,7 @@ content store, so that any store client (`ralph store append`) can write one.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -112,14 +113,38 @@ class NoteFeed:
         self.store = store
         self._notes: list[Note] = []
         self._seen = 0  # the last seq read
+        # The session streams' files (name, inode, size, mtime) when last read.
+        self._files: list[tuple[str, int, int, int]] | None = None
 
     def notes(self) -> list[Note]:
+        # Notes are written to the session streams (add_note): while none of their files
+        # changed there is nothing new, and the store's index need not catch up with the
+        # loop's own events to say so.
+        files = self._session_files()
+        if files is not None and files == self._files:
+            return self._notes
         for frame in self.store.read(topic="ralph.*", after_seq=self._seen):
             self._seen = max(self._seen, frame.seq)
             note = note_from_frame(self.store, frame)
             if note is not None:
                 self._notes.append(note)
+        self._files = files
         return self._notes
+
+    def _session_files(self) -> list[tuple[str, int, int, int]] | None:
+        """(name, inode, size, mtime) of each session stream file; None if unknown."""
+        directory = self.store.path / "streams" / "sessions"
+        try:
+            with os.scandir(directory) as entries:
+                found = []
+                for entry in entries:
+                    st = entry.stat(follow_symlinks=False)
+                    found.append((entry.name, st.st_ino, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            return []
+        except OSError:
+            return None
+        return sorted(found)
 
 
 def group_by_type(notes: list[Note]) -> dict[str, list[Note]]:
