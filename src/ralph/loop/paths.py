@@ -40,8 +40,11 @@ class ProjectPaths:
     def receipts_dir(self, task_id: str, attempt_id: str) -> Path:
         return self.ralph_dir / "receipts" / task_id / attempt_id
 
+    def attempts_dir(self, task_id: str) -> Path:
+        return self.ralph_dir / "attempts" / task_id
+
     def attempt_file(self, task_id: str, attempt_id: str) -> Path:
-        return self.ralph_dir / "attempts" / task_id / f"{attempt_id}.json"
+        return self.attempts_dir(task_id) / f"{attempt_id}.json"
 
     def tracker_at_start(self, suffix: str) -> Path:
         """The tracker file as the iteration in flight found it (for recovery)."""

@@ -99,7 +99,7 @@ def recorded_attempts(paths: ProjectPaths, task_id: str) -> int:
     """The attempts recorded for a task state.json no longer follows (a task verified done
     leaves it): one record per attempt in .ralph/attempts/TASK/."""
     try:
-        return sum(1 for entry in os.scandir(paths.attempt_file(task_id, "x").parent)
+        return sum(1 for entry in os.scandir(paths.attempts_dir(task_id))
                    if entry.name.endswith(".json"))
     except OSError:
         return 0

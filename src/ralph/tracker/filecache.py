@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph.tracker.errors import TrackerError
-from ralph.tracker.fileio import decode
+from ralph.tracker.fileio import read_text
 
 # Timestamp granularity assumed for the racy window: Linux filesystems stamp files with a
 # coarse clock (a few ms); filesystems with whole-second stamps (FAT: 2 s) get 2 s.
@@ -100,12 +100,4 @@ class FileCache:
 
     def _read(self) -> str:
         self.reads += 1
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            raise TrackerError(f"{self.path}: no such file") from None
-        except IsADirectoryError:
-            raise TrackerError(f"{self.path}: is a directory, not a tracker file") from None
-        except OSError as exc:
-            raise TrackerError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
-        return decode(self.path, data)
+        return read_text(self.path)
