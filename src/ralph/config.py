@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from ralph.configcache import remember
 from ralph.errors import RalphError
 
 CONFIG_FILE = "ralph.toml"
@@ -510,7 +511,9 @@ def load_config(root: Path, required: bool = True) -> Config:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise ConfigError(f"{source}:{line}: not valid UTF-8 (byte offset {exc.start})") from None
-    return parse_config(text, source)
+    config = parse_config(text, source)
+    remember(root, data, config.files)  # for readers that need only [files] (ralph status)
+    return config
 
 
 def parse_config(text: str, source: str = CONFIG_FILE) -> Config:

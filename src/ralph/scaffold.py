@@ -43,6 +43,7 @@ GITIGNORE_ENTRIES = (
     ".ralph/context/",
     ".ralph/attempts/",
     ".ralph/store/",
+    ".ralph/cache/",
     ".ralph/*.lock",
 )
 GITIGNORE_HEADER = "# Ralph's runtime files (ralph init)"

@@ -82,12 +82,29 @@ def test_json_reports_import_neither_typer_rich_nor_the_loop(tasks_project: Path
 
 
 @pytest.mark.parametrize("args", [["status"], ["tasks"]], ids=" ".join)
-def test_text_reports_import_rich_but_not_typer(tasks_project: Path, tmp_path: Path,
-                                                args: list[str]) -> None:
+def test_text_reports_import_no_typer_and_tasks_no_rich_console(
+        tasks_project: Path, tmp_path: Path, args: list[str]) -> None:
     code, modules = imported(args, tasks_project, tmp_path)
     assert code == 0
-    assert "rich" in modules
+    assert ("rich.console" in modules) == (args == ["status"])  # tasks: ralph.cli.texttable
     assert loaded(modules, NO_TYPER | NO_LOOP_MACHINERY) == set()
+
+
+@pytest.mark.parametrize("args", [["status", "--json"], ["tasks", "--json"], ["status"],
+                                  ["tasks"]], ids=" ".join)
+def test_reports_validate_a_ralph_toml_once_then_read_it_without_pydantic(
+        tasks_project: Path, tmp_path: Path, args: list[str]) -> None:
+    first_code, first = imported(args, tasks_project, tmp_path)
+    code, second = imported(args, tasks_project, tmp_path)
+    assert first_code == code == 0
+    assert loaded(first, {"pydantic", "ralph.config"}) == {"pydantic", "ralph.config"}
+    assert loaded(second, {"pydantic", "ralph.config"}) == set()
+    toml = tasks_project / "ralph.toml"
+    stat = toml.stat()
+    toml.write_bytes(toml.read_bytes() + b"#")  # changed, same mtime: validated again
+    os.utime(toml, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    code, third = imported(args, tasks_project, tmp_path)
+    assert code == 0 and "pydantic" in third
 
 
 @pytest.mark.parametrize("args", [["notes", "list"], ["notes", "list", "--json"]],

@@ -52,8 +52,9 @@ def project(root: Path, prd: str | None = PRD, *, state: dict[str, Any] | None =
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file, but the validated ralph.toml kept in .ralph/cache (ralph.configcache)."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+            if p.is_file() and p.relative_to(root).parts[:2] != (".ralph", "cache")}
 
 
 def test_json_lists_every_task_with_attempts_and_blocked_reasons(cli: Cli,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ralph.loop import LoopService
-from ralph.loop.models import StepResult
+from ralph.loop.results import StepResult
 from ralph.scaffold import scaffold
 from ralph.store import Frame
 

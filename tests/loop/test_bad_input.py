@@ -67,7 +67,8 @@ def snapshot(project: Project) -> dict[str, Any]:
     if dot.is_dir():
         runtime: Any = sorted(
             str(p.relative_to(dot)) for p in dot.rglob("*")
-            if p.relative_to(dot).parts[0] not in ("store", "loop.lock"))
+            # the store, the lock, and the validated ralph.toml kept (ralph.configcache)
+            if p.relative_to(dot).parts[0] not in ("store", "loop.lock", "cache"))
     else:
         runtime = _read(dot)
     return {

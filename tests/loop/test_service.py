@@ -13,7 +13,7 @@ import signal
 import pytest
 
 from ralph.loop import LoopBusy, LoopService, StepResult, ratelimit
-from ralph.loop.models import StepResult as StepResultModel
+from ralph.loop.results import StepResult as StepResultModel
 from ralph.store import Frame, Store
 from tests.loop.conftest import Project, git, kill_guard_of, start_orchestrator, wait_for
 from tests.proc.helpers import group_members

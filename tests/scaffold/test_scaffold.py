@@ -49,9 +49,11 @@ TASK_LINE = re.compile(r"^- \[( |x|~|-)\] (\d+)\. (.+)$")
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file (bytes) and directory (None) under root, by relative path."""
+    """Every file (bytes) and directory (None) under root, by relative path; but the
+    validated ralph.toml kept in .ralph/cache (ralph.configcache), which is no project data."""
     return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*"))}
+            for p in sorted(root.rglob("*"))
+            if p.relative_to(root).parts[:2] != (".ralph", "cache")}
 
 
 def md_tasks(text: str) -> list[tuple[str, str, list[str]]]:

@@ -4,11 +4,13 @@ where it does). Params forbid unknown fields: a misspelt parameter is an error, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from ralph.loop.models import BlockedTask, Cost, StatusFields, StepFields
+from ralph.loop.models import BlockedTask, Cost, StatusFields, StatusReport
+from ralph.loop.results import StepFields
 
 
 class _Params(BaseModel):
@@ -45,14 +47,24 @@ class PingResult(_Result):
     """UTC, ISO-8601 with milliseconds."""
 
 
-class StatusResult(_Result, StatusFields):
+@dataclass
+class StatusResult(StatusFields):
     """The documented fields (`ralph.loop.models.StatusFields`) and our extensions:
     `blocked` (the blocked tasks with their reasons), `cost` (tokens and USD of the last run
-    and of all runs) and `prd_error` (why the PRD cannot be read: `total` is then 0)."""
+    and of all runs) and `prd_error` (why the PRD cannot be read: `total` is then 0). A
+    dataclass, as the loop's report it is taken from (`of`), which has these fields and more.
+    """
 
     blocked: list[BlockedTask]
     cost: Cost
     prd_error: str | None
+
+    @classmethod
+    def of(cls, report: StatusReport) -> StatusResult:
+        return cls(**{name: getattr(report, name) for name in _STATUS_RESULT_FIELDS})
+
+
+_STATUS_RESULT_FIELDS = tuple(field.name for field in fields(StatusResult))
 
 
 class StepResult(_Result, StepFields):

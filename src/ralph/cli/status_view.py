@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 def show_status(json: bool, root: Path | None) -> None:
     """The status of the project at `root` (default: the one here), as JSON or text."""
-    from ralph.config import load_config
+    from ralph.configcache import project_files
     from ralph.loop import project_status
     from ralph.loop.paths import ProjectPaths
 
     project = root or find_project_root()
-    report = project_status(ProjectPaths(project), load_config(project))
+    report = project_status(ProjectPaths(project), project_files(project))
     if json:
-        write_json(report.model_dump(mode="json"))
+        write_json(report)
     else:
         print_status(report)
 

@@ -1,20 +1,19 @@
 """`ralph tasks`: the tasks and the PRD's warnings, as a table or JSON.
 
 No Typer here (ralph.cli.fastpath runs a plain `ralph tasks` without it; tasks_cmd holds the
-command's declaration), and Rich is imported only when a table is drawn."""
+command's declaration), and no Rich console but for warnings: the table is plain text
+(ralph.cli.texttable)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ralph.cli.output import terminal_safe, write_json
 from ralph.project import find_project_root
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.text import Text
-
     from ralph.loop.tasklist import PrdWarning, TaskEntry, TaskList
 
 STATUS_STYLE = {"open": "", "in_progress": "yellow", "done": "green", "blocked": "red"}
@@ -22,19 +21,19 @@ STATUS_STYLE = {"open": "", "in_progress": "yellow", "done": "green", "blocked":
 
 def show_tasks(json: bool, root: Path | None) -> None:
     """The tasks of the project at `root` (default: the one here), as JSON or a table."""
-    from ralph.config import load_config
+    from ralph.configcache import project_files
     from ralph.loop.paths import ProjectPaths
     from ralph.loop.tasklist import TasksUnreadable, task_list
 
     project = root or find_project_root()
-    config = load_config(project)
+    files = project_files(project)
     try:
-        listed = task_list(ProjectPaths(project), config)
+        listed = task_list(ProjectPaths(project), files)
     except TasksUnreadable as exc:
-        print_warnings(config.files.prd, exc.warnings)
+        print_warnings(files.prd, exc.warnings)
         raise
     if json:
-        write_json(listed.model_dump(mode="json"))
+        write_json(listed)
         return
     print_warnings(listed.prd, listed.warnings)
     print_tasks(listed)
@@ -51,50 +50,37 @@ def print_warnings(source: str, warnings: list[PrdWarning]) -> None:
         err.print(f"[yellow]warning[/yellow]: {escape(terminal_safe(warning.describe(source)))}")
 
 
-def print_tasks(listed: TaskList, console: Console | None = None) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+def print_tasks(listed: TaskList, stream: TextIO | None = None) -> None:
+    from ralph.cli.texttable import Cell, Column, print_table
 
-    out = console or Console(highlight=False)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("id", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("title", ratio=1)
-    table.add_column("depends on")
-    table.add_column("attempts", justify="right", no_wrap=True)
-    for task in listed.tasks:
-        table.add_row(_safe(task.id), _status(task), task.kind, _title(task),
-                      _safe(", ".join(task.depends_on)), str(task.attempts))
-    out.print(table)
-    out.print(_summary(listed), soft_wrap=True)
+    columns = [Column("id"), Column("status"), Column("kind"), Column("title", wrap=True),
+               Column("depends on", wrap=True), Column("attempts", right=True)]
+    rows: list[list[Cell]] = [
+        [[(terminal_safe(task.id), "")], _status(task), [(task.kind, "")], _title(task),
+         [(terminal_safe(", ".join(task.depends_on)), "")], [(str(task.attempts), "")]]
+        for task in listed.tasks]
+    out = stream or sys.stdout
+    print_table(columns, rows, out)
+    out.write(_summary(listed) + "\n")
+    out.flush()
 
 
-def _safe(text: str) -> Text:
-    from rich.text import Text
-
-    return Text(terminal_safe(text))
-
-
-def _status(task: TaskEntry) -> Text:
-    from rich.text import Text
-
-    text = Text(task.status.replace("_", " "), style=STATUS_STYLE[task.status])
+def _status(task: TaskEntry) -> list[tuple[str, str]]:
+    spans = [(task.status.replace("_", " "), STATUS_STYLE[task.status])]
     if task.next:
-        text.append(" (next)", style="bold")
-    return text
+        spans.append((" (next)", "bold"))
+    return spans
 
 
-def _title(task: TaskEntry) -> Text:
-    title = _safe(task.title)
+def _title(task: TaskEntry) -> list[tuple[str, str]]:
+    spans = [(terminal_safe(task.title), "")]
     if task.status == "blocked":
-        title.append(f"\nblocked: {terminal_safe(task.blocked_reason or 'no reason given')}",
-                     style="red")
-    return title
+        reason = terminal_safe(task.blocked_reason or "no reason given")
+        spans.append((f"\nblocked: {reason}", "red"))
+    return spans
 
 
-def _summary(listed: TaskList) -> Text:
+def _summary(listed: TaskList) -> str:
     done = sum(task.status == "done" for task in listed.tasks)
     total = len(listed.tasks)
     chosen = next((task for task in listed.tasks if task.next), None)
@@ -104,4 +90,4 @@ def _summary(listed: TaskList) -> Text:
         nxt = "every task is done"
     else:
         nxt = "nothing ready (the remaining tasks are blocked or wait on them)"
-    return _safe(f"{listed.prd}: {done}/{total} tasks done; {nxt}")
+    return terminal_safe(f"{listed.prd}: {done}/{total} tasks done; {nxt}")

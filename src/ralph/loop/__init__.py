@@ -11,21 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
-    from ralph.loop.models import (
-        LastIteration,
-        RunOutcome,
-        StatusReport,
-        StepResult,
-        StopReason,
-    )
+    from ralph.loop.models import LastIteration, StatusReport, StopReason
+    from ralph.loop.results import RunOutcome, StepResult
     from ralph.loop.service import LoopService, new_run_id
     from ralph.loop.status import project_status
 
 _WHERE = {
     "LoopBusy": "errors", "LoopClosed": "errors", "LoopError": "errors",
     "NothingToDo": "errors",
-    "LastIteration": "models", "RunOutcome": "models", "StatusReport": "models",
-    "StepResult": "models", "StopReason": "models",
+    "LastIteration": "models", "RunOutcome": "results", "StatusReport": "models",
+    "StepResult": "results", "StopReason": "models",
     "LoopService": "service", "new_run_id": "service", "project_status": "status",
 }
 

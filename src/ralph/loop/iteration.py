@@ -13,7 +13,7 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,12 @@ from ralph.loop.checks import CheckResult, judge_verdict, review_verdict
 from ralph.loop.errors import AgentUnusable, LoopError, NothingToDo
 from ralph.loop.events import EventSink
 from ralph.loop.gates import GateReceipt, run_gates, tail_lines
-from ralph.loop.models import IterationStatus, LastIteration, StepResult
+from ralph.loop.models import IterationStatus, LastIteration
 from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.prompt import Memory, build_prompt, notes_section
 from ralph.loop.protect import Change, Guard, describe, put_back, put_back_note
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
+from ralph.loop.results import StepResult
 from ralph.loop.state import InFlight, LoopState, save_state
 from ralph.loop.status import StatusSource, stale_blocks
 from ralph.loop.usage import RunSpend, SpendByAgent
@@ -94,7 +95,7 @@ class LoopContext:
 
     def tracker(self) -> Tracker:
         if self.source is None:
-            self.source = StatusSource(self.paths, self.config)
+            self.source = StatusSource(self.paths, self.config.files)
         return self.source.tracker()
 
 
@@ -800,7 +801,7 @@ class _Record:
         return {"tokens_in": total.tokens_in if used else None,
                 "tokens_out": total.tokens_out if used else None,
                 "cost_usd": total.cost_usd,
-                "usage": {name: spend.model_dump() for name, spend in self.spend.agents.items()}}
+                "usage": {name: asdict(spend) for name, spend in self.spend.agents.items()}}
 
 
 def unusable_message(agent: ResolvedAgent, outcome: AgentOutcome) -> str:

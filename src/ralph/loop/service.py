@@ -41,16 +41,12 @@ from ralph.loop.iteration import (
     reopen_tasks,
 )
 from ralph.loop.lock import ProjectLock
-from ralph.loop.models import (
-    RunOutcome,
-    StatusReport,
-    StepResult,
-    StopReason,
-)
+from ralph.loop.models import StatusReport, StopReason
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.prdcheck import prd_warnings
 from ralph.loop.protect import Guard, changed_after, protected_for, put_back, put_back_note
 from ralph.loop.ratelimit import HOUR_S
+from ralph.loop.results import RunOutcome, StepResult
 from ralph.loop.state import (
     ActiveRun,
     InFlight,
@@ -126,7 +122,7 @@ class LoopService:
         self._paused = False
         self._resumed: asyncio.Event | None = None
         self._state: LoopState | None = None
-        self._status_source = StatusSource(self.paths, self.config)
+        self._status_source = StatusSource(self.paths, self.config.files)
 
     @property
     def active_run_id(self) -> str | None:
@@ -323,7 +319,7 @@ class LoopService:
 
     def status(self) -> StatusReport:
         """Progress and run state (see ralph.loop.status)."""
-        return project_status(self.paths, self.config, state=self._state,
+        return project_status(self.paths, self.config.files, state=self._state,
                               active_run_id=self._active_run_id, paused=self._paused,
                               source=self._status_source)
 
@@ -467,7 +463,7 @@ class LoopService:
             await self._recover(ctx)
             if self._config_put_back:  # the one loaded was the agent's: read the one put back
                 self.config = ctx.config = load_config(self.paths.root)
-                self._status_source = ctx.source = StatusSource(self.paths, self.config)
+                self._status_source = ctx.source = StatusSource(self.paths, self.config.files)
             resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
             server = await self._start_server(ctx, resolved)
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,

@@ -1,12 +1,17 @@
-"""`.ralph/state.json`: the loop's small, bounded current state (history is in the store)."""
+"""`.ralph/state.json`: the loop's small, bounded current state (history is in the store).
+
+Plain dataclasses, validated by msgspec when read: `ralph status` and `ralph tasks` read this
+file, and importing pydantic alone would take most of their start-up budget
+(docs/architecture.md, "Records the CLI reads")."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import orjson
-from pydantic import BaseModel, Field, ValidationError
 
 from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_bytes
@@ -27,7 +32,8 @@ class StateError(RalphError):
     """state.json cannot be written."""
 
 
-class ActiveRun(BaseModel):
+@dataclass
+class ActiveRun:
     run_id: str
     pid: int
     agent: str
@@ -41,7 +47,8 @@ class ActiveRun(BaseModel):
     owner: str | None = None
 
 
-class InFlight(BaseModel):
+@dataclass
+class InFlight:
     """The iteration under way: if the process dies, the next start finds and records it."""
 
     iteration: int
@@ -68,33 +75,35 @@ class InFlight(BaseModel):
     staged: bool = False
 
 
-class TaskState(BaseModel):
+@dataclass
+class TaskState:
     attempts: int = 0  # attempts started
     failures: int = 0  # attempts that ended without the task verified done
     blocked: str | None = None
     # What the next attempt's prompt must tell the agent about the last one (a protected
     # path it changed, say); replaced by each attempt, dropped once the task is done.
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
-class LoopState(BaseModel):
+@dataclass
+class LoopState:
     version: int = STATE_VERSION
     iteration_count: int = 0
     no_progress_streak: int = 0
     active_run: ActiveRun | None = None
     in_flight: InFlight | None = None
     last: LastIteration | None = None
-    tasks: dict[str, TaskState] = Field(default_factory=dict)
-    agent_starts: list[float] = Field(default_factory=list)  # epoch seconds, last hour only
+    tasks: dict[str, TaskState] = field(default_factory=dict)
+    agent_starts: list[float] = field(default_factory=list)  # epoch seconds, last hour only
     # Untracked files and directories the gates created (ralph.loop.worktree): never
     # committed, and not the user's changes when a run starts. Bounded.
-    gate_outputs: list[str] = Field(default_factory=list)
+    gate_outputs: list[str] = field(default_factory=list)
     # Tracked files the gates changed, with their `size:mtime` then: as long as they stay so,
     # they are the gates' doing, not the user's changes. Bounded.
-    gate_changed: dict[str, str] = Field(default_factory=dict)
+    gate_changed: dict[str, str] = field(default_factory=dict)
     # Tokens and cost: of the last run (the active one while it runs), and of all runs.
     spend_last_run: RunSpend | None = None
-    spend_all: RunSpend = Field(default_factory=RunSpend)
+    spend_all: RunSpend = field(default_factory=RunSpend)
 
     def task(self, task_id: str) -> TaskState:
         return self.tasks.setdefault(task_id, TaskState())
@@ -111,8 +120,8 @@ def load_state(path: Path, *, repair: bool = True) -> LoopState:
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        return LoopState.model_validate(orjson.loads(raw) if raw.strip() else {})
-    except (orjson.JSONDecodeError, ValidationError) as exc:
+        return msgspec.convert(orjson.loads(raw) if raw.strip() else {}, LoopState)
+    except (orjson.JSONDecodeError, msgspec.ValidationError) as exc:
         if not repair:
             log.warning("%s is damaged (%s); showing a fresh state", path,
                         str(exc).splitlines()[0])
@@ -129,8 +138,7 @@ def save_state(path: Path, state: LoopState, *, durable: bool = True) -> None:
     that only need to survive the death of this process (the in-flight iteration), not a
     power loss."""
     try:
-        atomic_write_bytes(path, orjson.dumps(state.model_dump(mode="json"),
-                                              option=orjson.OPT_INDENT_2) + b"\n",
+        atomic_write_bytes(path, orjson.dumps(state, option=orjson.OPT_INDENT_2) + b"\n",
                            durable=durable)
     except OSError as exc:
         raise StateError(f"cannot write {path}: {exc.strerror}") from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ralph import __version__
-from ralph.config import Config
+from ralph.configcache import ProjectFiles
 from ralph.fsutil import file_signature
 from ralph.loop.lock import ProjectLock
 from ralph.loop.models import BlockedTask, Cost, LastIteration, NextTask, StatusReport
@@ -46,8 +46,8 @@ class StatusSource:
     """The tracker's tasks and state.json, parsed again only when their files change: editors
     poll `status`, and most polls find nothing new."""
 
-    def __init__(self, paths: ProjectPaths, config: Config) -> None:
-        self.prd = paths.root / config.files.prd
+    def __init__(self, paths: ProjectPaths, files: ProjectFiles) -> None:
+        self.prd = paths.root / files.prd
         self.state_path = paths.state
         self._tracker: Tracker | None = None  # keeps its last parse (ralph.tracker.filecache)
         self._state: tuple[tuple[int, int, int] | None, LoopState] | None = None
@@ -70,20 +70,20 @@ class StatusSource:
         return self._state[1]
 
 
-def project_status(paths: ProjectPaths, config: Config, *, state: LoopState | None = None,
-                   active_run_id: str | None = None, paused: bool = False,
-                   source: StatusSource | None = None) -> StatusReport:
-    """`active_run_id`/`paused`: what this process knows of its own run, if it has one;
+def project_status(paths: ProjectPaths, files: ProjectFiles, *,
+                   state: LoopState | None = None, active_run_id: str | None = None,
+                   paused: bool = False, source: StatusSource | None = None) -> StatusReport:
+    """`files`: ralph.toml's `[files]` (a Config's `files`, or ralph.configcache's).
+    `active_run_id`/`paused`: what this process knows of its own run, if it has one;
     otherwise a run recorded in state.json counts if its process still holds the lock.
     `source` caches the parsed files between calls."""
-    source = source or StatusSource(paths, config)
+    source = source or StatusSource(paths, files)
     state = state if state is not None else source.state()
     prd_error: str | None = None
     try:
         tasks = source.tasks()
     except TrackerError as exc:  # an editor opens any folder: report it, count no task
         tasks, prd_error = Snapshot(()), prd_problem(source.prd, exc)
-    files = config.files
     running = active_run_id is not None or (
         state.active_run is not None and ProjectLock(paths.lock).is_held_elsewhere())
     active = state.active_run if state.active_run is not None and running else None

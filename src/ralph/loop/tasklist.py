@@ -6,10 +6,9 @@ Reads the tracker and state.json only and writes nothing, like the status report
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from pydantic import BaseModel
-
-from ralph.config import Config
+from ralph.configcache import ProjectFiles
 from ralph.loop.paths import ProjectPaths
 from ralph.loop.state import load_state
 from ralph.loop.status import state_block
@@ -24,7 +23,8 @@ from ralph.tracker import (
 )
 
 
-class TaskEntry(BaseModel):
+@dataclass
+class TaskEntry:
     """One task: what the tracker says, and what the loop has done with it."""
 
     id: str
@@ -38,7 +38,8 @@ class TaskEntry(BaseModel):
     next: bool  # the task the next iteration works on
 
 
-class PrdWarning(BaseModel):
+@dataclass
+class PrdWarning:
     """A PRD line that looks like a task but is not read as one."""
 
     line: int  # 1-based
@@ -53,7 +54,8 @@ class PrdWarning(BaseModel):
         return SuspiciousLine(self.line, self.text, self.reason).describe(source)
 
 
-class TaskList(BaseModel):
+@dataclass
+class TaskList:
     prd: str  # the tracker file, as ralph.toml names it
     tasks: list[TaskEntry]
     warnings: list[PrdWarning]
@@ -68,9 +70,10 @@ class TasksUnreadable(TrackerError):
         self.warnings = warnings
 
 
-def task_list(paths: ProjectPaths, config: Config) -> TaskList:
-    """The project's tasks in file order; raises TasksUnreadable when the tracker fails."""
-    source = config.files.prd
+def task_list(paths: ProjectPaths, files: ProjectFiles) -> TaskList:
+    """The project's tasks in file order; raises TasksUnreadable when the tracker fails.
+    `files`: ralph.toml's `[files]` (a Config's `files`, or ralph.configcache's)."""
+    source = files.prd
     prd = paths.root / source
     try:
         warnings = [PrdWarning.of(found) for found in suspicious_lines(prd)]

@@ -9,15 +9,15 @@ all runs. A cost is never guessed: `cost_usd` stays None until some run reported
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:  # importing ralph.agents loads every adapter: status needs none of them
     from ralph.agents.base import Usage
 
 
-class Spend(BaseModel):
+@dataclass
+class Spend:
     """Tokens and cost added up over agent runs."""
 
     tokens_in: int = 0
@@ -51,11 +51,12 @@ class Spend(BaseModel):
             self.cost_usd = round((self.cost_usd or 0.0) + other.cost_usd, 6)
 
 
-class SpendByAgent(BaseModel):
+@dataclass
+class SpendByAgent:
     """Spend in all, and per agent name."""
 
-    total: Spend = Field(default_factory=Spend)
-    agents: dict[str, Spend] = Field(default_factory=dict)
+    total: Spend = field(default_factory=Spend)
+    agents: dict[str, Spend] = field(default_factory=dict)
 
     def add_usage(self, agent: str, usage: Usage) -> None:
         self.total.add_usage(usage)
@@ -67,6 +68,7 @@ class SpendByAgent(BaseModel):
             self.agents.setdefault(name, Spend()).add(spend)
 
 
+@dataclass
 class RunSpend(SpendByAgent):
     """A run's spend (state.json keeps the last run's and the sum of all runs')."""
 
