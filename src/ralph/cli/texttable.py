@@ -150,11 +150,12 @@ def _line(cells: Sequence[list[Span]], columns: Sequence[Column], widths: Sequen
     parts = []
     for line, column, width in zip(cells, columns, widths, strict=True):
         pad = " " * max(0, width - _span_len(line))
-        text = "".join(_styled(text, style, colour) for text, style in line)
+        text = "".join(styled(text, style, colour) for text, style in line)
         parts.append(pad + text if column.right else text + pad)
     return GAP.join(parts).rstrip(" ")
 
 
-def _styled(text: str, style: str, colour: bool) -> str:
+def styled(text: str, style: str, colour: bool) -> str:
+    """`text` in `style` (names from STYLES) when `colour`, else as it is."""
     codes = [STYLES[name] for name in style.split() if name in STYLES] if colour else []
     return f"\x1b[{';'.join(codes)}m{text}\x1b[0m" if codes else text
