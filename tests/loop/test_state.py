@@ -10,12 +10,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import orjson
 import pytest
 
+from ralph.cli.output import write_json
 from ralph.loop.models import LastIteration
 from ralph.loop.state import (
     ActiveRun,
@@ -222,6 +223,24 @@ def test_unknown_keys_from_a_newer_version_are_ignored(tmp_path: Path) -> None:
     path.write_text(json.dumps(body))
     assert load_state(path) == full_state()
     assert path.exists()
+
+
+def test_fields_are_written_in_declared_order_whatever_order_was_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "state.json"
+    declared = [field.name for field in fields(LoopState)]
+    body = json.loads(orjson.dumps(full_state()))
+    path.write_text(json.dumps(dict(reversed(body.items()))))  # another order
+    state = load_state(path)
+    save_state(path, state)
+    saved = json.loads(path.read_text())
+    assert list(saved) == declared
+    assert list(saved["last"]) == [field.name for field in fields(LastIteration)]
+    path.write_text("{}")  # defaults only
+    save_state(path, load_state(path))
+    assert list(json.loads(path.read_text())) == declared
+    write_json(load_state(path))  # the CLI's JSON too
+    assert list(json.loads(capsys.readouterr().out)) == declared
 
 
 def test_task_creates_its_entry_once() -> None:

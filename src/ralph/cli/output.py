@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from ralph.records import declared_fields
+
 
 def write_json_line(value: Any) -> None:
     """One compact JSON value and a newline on stdout, flushed (followers read it live)."""
@@ -18,9 +20,13 @@ def write_json_line(value: Any) -> None:
 
 
 def write_json(value: Any) -> None:
-    """One indented JSON document on stdout (summaries meant to be read by people too)."""
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    """One indented JSON document on stdout (summaries meant to be read by people too).
+    Dataclasses (the loop's records) with their fields in declared order."""
+    sys.stdout.buffer.write(orjson.dumps(
+        value, default=declared_fields,
+        option=orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATACLASS) + b"\n")
     sys.stdout.buffer.flush()
+
 
 
 # C0 controls, DEL and C1 controls: an escape sequence in recorded text (a note, an agent's

@@ -1,7 +1,7 @@
 """`.ralph/state.json`: the loop's small, bounded current state (history is in the store).
 
-Plain dataclasses, validated by msgspec when read: `ralph status` and `ralph tasks` read this
-file, and importing pydantic alone would take most of their start-up budget
+Plain dataclasses, validated by msgspec when read (ralph.records): `ralph status` and `ralph
+tasks` read this file, and importing pydantic alone would take most of their start-up budget
 (docs/architecture.md, "Records the CLI reads")."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_bytes
 from ralph.loop.models import LastIteration
 from ralph.loop.usage import RunSpend
+from ralph.records import convert, declared_fields
 
 log = logging.getLogger("ralph.loop")
 
@@ -120,7 +121,7 @@ def load_state(path: Path, *, repair: bool = True) -> LoopState:
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        return msgspec.convert(orjson.loads(raw) if raw.strip() else {}, LoopState)
+        return convert(orjson.loads(raw) if raw.strip() else {}, LoopState)
     except (orjson.JSONDecodeError, msgspec.ValidationError) as exc:
         if not repair:
             log.warning("%s is damaged (%s); showing a fresh state", path,
@@ -138,7 +139,8 @@ def save_state(path: Path, state: LoopState, *, durable: bool = True) -> None:
     that only need to survive the death of this process (the in-flight iteration), not a
     power loss."""
     try:
-        atomic_write_bytes(path, orjson.dumps(state, option=orjson.OPT_INDENT_2) + b"\n",
-                           durable=durable)
+        body = orjson.dumps(state, default=declared_fields,
+                            option=orjson.OPT_INDENT_2 | orjson.OPT_PASSTHROUGH_DATACLASS)
+        atomic_write_bytes(path, body + b"\n", durable=durable)
     except OSError as exc:
         raise StateError(f"cannot write {path}: {exc.strerror}") from None
