@@ -45,7 +45,7 @@ def test_records_are_written_with_every_field_in_declared_order() -> None:
 
 def test_a_wrong_value_is_a_validation_error_naming_the_field() -> None:
     with pytest.raises(msgspec.ValidationError, match=r"\$\.by_name\[\.\.\.\]\.count"):
-        convert({"inner": {"name": "a"}, "by_name": {"b": {"name": "b", "count": "2"}}}, Outer)
+        convert({"inner": {"name": "a"}, "by_name": {"b": {"name": "b", "count": "two"}}}, Outer)
     with pytest.raises(msgspec.ValidationError, match="missing required field `name`"):
         convert({"inner": {}}, Outer)
 

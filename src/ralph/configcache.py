@@ -4,22 +4,31 @@
 whole file means importing pydantic and building the configuration's models: most of their
 start-up budget (docs/benchmarks.md). So each time `ralph.config.load_config` validates a
 ralph.toml, it keeps the result's `[files]` section in `.ralph/cache/config.json` together
-with the exact text it validated, Ralph's version and the signature of the module that
-validates. A later reader whose ralph.toml has the same bytes (and whose Ralph is the same)
-takes the names from there; any other ralph.toml (edited, invalid, missing) goes through
-`load_config`, so every error is reported exactly as `load_config` reports it.
+with a BLAKE2 digest of the exact bytes it validated (not the text: ralph.toml may hold
+secrets in `[agents.*.env]`), Ralph's version and the signatures of the code that validates
+(ralph/config.py, pydantic). A later reader whose ralph.toml has the same digest (and whose
+code is the same) takes the names from there; any other ralph.toml (edited, invalid,
+missing) goes through `load_config`, so every error is reported exactly as `load_config`
+reports it.
 
 This module must not import pydantic (nor ralph.config, but on a miss).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
+
+try:  # hashlib's own source of BLAKE2, without hashlib's OpenSSL import (~4 ms at start-up)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 
 from ralph import __version__
 from ralph.fsutil import atomic_write_bytes
@@ -87,10 +96,12 @@ def remember(root: Path, data: bytes, files: FilesConfig) -> None:
     try:
         if _read(path) == record:
             return
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         ignore = path.parent / ".gitignore"
         if not ignore.exists():  # projects set up before .ralph/cache/ was in .gitignore
             ignore.write_text("# Ralph's cache (ralph.configcache): never committed\n*\n")
+        if not path.exists():  # created private: it names the project's files
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         atomic_write_bytes(path, orjson.dumps(record), durable=False)
     except OSError as exc:  # a read-only checkout: the next reader validates again
         log.debug("cannot keep the validated configuration in %s: %s", path, exc)
@@ -119,12 +130,24 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _key(data: bytes) -> dict[str, Any]:
-    """What a cached result depends on: the text validated, and the code that validated it
-    (a changed ralph/config.py, in a checkout, can change defaults without a new version)."""
+    """What a cached result depends on: the bytes validated, and the code that validated
+    them (a changed ralph/config.py, in a checkout, can change defaults without a new
+    version; a new pydantic, what it accepts)."""
+    return {"ralph": __version__, "code": _signature(_CONFIG_MODULE),
+            "pydantic": _signature(_pydantic_version_module()),
+            "toml": blake2b(data, digest_size=32).hexdigest()}
+
+
+def _signature(path: Path | None) -> list[int] | None:
     try:
-        code = _CONFIG_MODULE.stat()
-        signature: list[int] | None = [code.st_size, code.st_mtime_ns]
+        found = path.stat() if path is not None else None
     except OSError:
-        signature = None
-    return {"ralph": __version__, "code": signature,
-            "toml": data.decode("utf-8", errors="surrogateescape")}
+        return None
+    return [found.st_size, found.st_mtime_ns] if found is not None else None
+
+
+def _pydantic_version_module() -> Path | None:
+    """pydantic's version.py, found without importing pydantic."""
+    spec = importlib.util.find_spec("pydantic")
+    locations = spec.submodule_search_locations if spec is not None else None
+    return Path(next(iter(locations))) / "version.py" if locations else None

@@ -18,12 +18,14 @@ T = TypeVar("T")
 
 def convert(data: Any, cls: type[T]) -> T:
     """`data` (JSON values) validated into `cls`, every field of every record set; raises
-    msgspec.ValidationError naming the field (`... - at $.tasks[...].attempts`)."""
+    msgspec.ValidationError naming the field (`... - at $.tasks[...].attempts`). Lax as
+    pydantic was when these records were its models: `3.0` or `"3"` for an int, `1` for a
+    bool (never `3.5` for an int)."""
     # Imported here: the CLI's JSON output uses declared_fields, and most commands read no
     # record (msgspec costs a few ms to import).
     import msgspec  # noqa: PLC0415
 
-    record = msgspec.convert(data, cls)
+    record = msgspec.convert(data, cls, strict=False)
     _set_defaults(record)
     return record
 

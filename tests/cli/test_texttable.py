@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 from rich.cells import cell_len
 
-from ralph.cli.texttable import Column, print_table, render, uses_colour
+from ralph.cli.texttable import Column, print_table, render, terminal_width, uses_colour
 
 COLUMNS = [Column("id"), Column("title", wrap=True), Column("n", right=True)]
 
@@ -67,7 +68,8 @@ def test_colours_only_when_asked() -> None:
     assert coloured.startswith("\x1b[1mid\x1b[0m")
 
 
-def test_colour_follows_the_terminal_and_the_conventions(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_styles_follow_the_terminal_and_richs_conventions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
@@ -75,13 +77,57 @@ def test_colour_follows_the_terminal_and_the_conventions(monkeypatch: pytest.Mon
     for name in ("FORCE_COLOR", "NO_COLOR", "TERM"):
         monkeypatch.delenv(name, raising=False)
     assert uses_colour(Tty()) and not uses_colour(io.StringIO())
-    monkeypatch.setenv("NO_COLOR", "1")
-    assert not uses_colour(Tty())
-    monkeypatch.delenv("NO_COLOR")
-    monkeypatch.setenv("TERM", "dumb")
-    assert not uses_colour(Tty())
     monkeypatch.setenv("FORCE_COLOR", "1")
-    assert uses_colour(io.StringIO())
-    out = io.StringIO()
-    print_table(COLUMNS, [plain("1", "t", "2")], out)
-    assert "\x1b[1mid" in out.getvalue()
+    assert uses_colour(io.StringIO())  # forced onto a pipe
+    monkeypatch.setenv("TERM", "dumb")
+    assert not uses_colour(Tty()) and not uses_colour(io.StringIO())  # but never dumb
+    monkeypatch.delenv("TERM")
+    monkeypatch.delenv("FORCE_COLOR")
+    monkeypatch.setenv("NO_COLOR", "1")  # colours go, bold stays
+    row = [[("1", "")], [("done", "green"), (" (next)", "bold")], [("0", "")]]
+    out = render(COLUMNS, [row], width=80, colour=uses_colour(Tty()))
+    assert "\x1b[1m (next)\x1b[0m" in out and "\x1b[32m" not in out
+
+
+def test_an_encoding_that_is_not_unicode_gets_a_plain_rule_and_no_error() -> None:
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    print_table(COLUMNS, [plain("1", "caf\u00e9 \u65e5\u672c", "2")], out)
+    out.flush()
+    text = out.buffer.getvalue().decode("ascii")
+    assert text.splitlines()[1] == "-" * len(text.splitlines()[0])
+    assert "caf?" in text
+
+
+def test_wrapped_columns_give_way_in_proportion_and_fit_narrow_terminals() -> None:
+    columns = [Column("id"), Column("title", wrap=True), Column("deps", wrap=True)]
+    title = "word " * 12
+    deps = ", ".join(str(n) for n in range(1, 13))
+    lines = render(columns, [plain("1", title.strip(), deps)], width=60).splitlines()
+    assert all(cell_len(line) <= 60 for line in lines)
+    assert len(lines[2:]) == 3  # both wrapped; the title alone at 10 columns took 6 lines
+    assert lines[2].endswith("9,") and lines[3].endswith("10, 11, 12")
+    narrow = render(columns, [plain("1", title.strip(), deps)], width=30).splitlines()
+    assert all(cell_len(line) <= 30 for line in narrow)
+
+
+def test_a_space_at_a_line_break_adds_no_empty_line() -> None:
+    lines = render(COLUMNS, [plain("1", "x" * 10 + " ", "2")], width=22).splitlines()
+    assert all(line.strip() for line in lines)
+
+
+def test_the_width_is_columns_else_a_terminal_on_any_standard_stream(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "123")
+    assert terminal_width() == 123
+    monkeypatch.delenv("COLUMNS")
+    sizes = {0: os.terminal_size((150, 40))}
+
+    def size(fd: int = 1) -> os.terminal_size:
+        if fd in sizes:
+            return sizes[fd]
+        raise OSError("not a terminal")
+
+    monkeypatch.setattr(os, "get_terminal_size", size)
+    assert terminal_width() == 150  # stdout piped, stdin a terminal
+    sizes.clear()
+    assert terminal_width() == 80

@@ -32,7 +32,8 @@ def cached(root: Path) -> dict[str, object]:
 def test_a_validated_ralph_toml_is_read_from_the_cache(root: Path) -> None:
     first = project_files(root)  # validated (a miss), and kept
     assert not isinstance(first, CheckedFiles) and first.prd == "tasks/PRD.md"
-    assert cached(root)["toml"] == TOML
+    assert "tasks/PRD.md" in str(cached(root)["files"])
+    assert (root / CACHE_FILE).stat().st_mode & 0o777 == 0o600
     assert (root / CACHE_FILE).with_name(".gitignore").read_text().endswith("*\n")
     assert project_files(root) == CheckedFiles(prd="tasks/PRD.md", progress="progress.md",
                                                agents="AGENTS.md", prompt="PROMPT_build.md")
@@ -53,6 +54,15 @@ def test_a_changed_ralph_toml_is_validated_again_even_with_the_same_size_and_mti
     assert "ralph.toml:2: unknown key 'files.prx'" in str(direct.value)
 
 
+def test_the_cache_holds_a_digest_of_ralph_toml_not_its_secrets(tmp_path: Path) -> None:
+    (tmp_path / ".ralph").mkdir()
+    (tmp_path / "ralph.toml").write_text(
+        '[agents.x]\nargv = ["x"]\n\n[agents.x.env]\nAPI_KEY = "sk-secret-1234"\n')
+    load_config(tmp_path)
+    assert b"sk-secret" not in (tmp_path / CACHE_FILE).read_bytes()
+    assert isinstance(project_files(tmp_path), CheckedFiles)
+
+
 def test_a_missing_ralph_toml_gets_load_configs_error(tmp_path: Path) -> None:
     (tmp_path / ".ralph").mkdir()
     with pytest.raises(ConfigError, match=r"no ralph\.toml"):
@@ -65,8 +75,8 @@ def test_nothing_is_kept_where_ralph_has_no_directory(tmp_path: Path) -> None:
     assert not (tmp_path / ".ralph").exists()
 
 
-@pytest.mark.parametrize("change", ["version", "code", "damaged", "not-an-object",
-                                    "bad-files"])
+@pytest.mark.parametrize("change", ["version", "code", "pydantic", "damaged",
+                                    "not-an-object", "bad-files"])
 def test_a_record_from_other_code_or_damaged_is_not_trusted(
         root: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     load_config(root)
@@ -74,8 +84,8 @@ def test_a_record_from_other_code_or_damaged_is_not_trusted(
     record = cached(root)
     if change == "version":
         monkeypatch.setattr(configcache, "__version__", "0.0.0-other")
-    elif change == "code":
-        record["code"] = [1, 2]
+    elif change in ("code", "pydantic"):  # another ralph/config.py, another pydantic
+        record[change] = [1, 2]
         path.write_bytes(orjson.dumps(record))
     elif change == "damaged":
         path.write_bytes(b"{not json")

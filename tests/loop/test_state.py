@@ -243,6 +243,22 @@ def test_fields_are_written_in_declared_order_whatever_order_was_read(
     assert list(json.loads(capsys.readouterr().out)) == declared
 
 
+def test_values_pydantic_accepted_are_still_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text('{"iteration_count": 3.0, "no_progress_streak": "2", '
+                    '"tasks": {"T1": {"attempts": 4, "failures": "1"}}, '
+                    '"active_run": {"run_id": "r", "pid": 7, "agent": "a", '
+                    '"max_iterations": 5, "started_at": "t", "paused": 1}}')
+    state = load_state(path)
+    assert (state.iteration_count, state.no_progress_streak) == (3, 2)
+    assert (state.tasks["T1"].attempts, state.tasks["T1"].failures) == (4, 1)
+    assert state.active_run is not None and state.active_run.paused is True
+    assert path.exists()  # not set aside
+    path.write_text('{"iteration_count": 3.5}')  # but not a fraction for a count
+    assert load_state(path) == LoopState()
+    assert not path.exists()
+
+
 def test_task_creates_its_entry_once() -> None:
     state = LoopState()
     entry = state.task("4")

@@ -47,13 +47,12 @@ class PingResult(_Result):
     """UTC, ISO-8601 with milliseconds."""
 
 
+# A dataclass, as the loop's report it is taken from (`of`), which has these fields and more.
 @dataclass
 class StatusResult(StatusFields):
     """The documented fields (`ralph.loop.models.StatusFields`) and our extensions:
     `blocked` (the blocked tasks with their reasons), `cost` (tokens and USD of the last run
-    and of all runs) and `prd_error` (why the PRD cannot be read: `total` is then 0). A
-    dataclass, as the loop's report it is taken from (`of`), which has these fields and more.
-    """
+    and of all runs) and `prd_error` (why the PRD cannot be read: `total` is then 0)."""
 
     blocked: list[BlockedTask]
     cost: Cost

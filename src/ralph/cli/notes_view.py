@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
 
 from ralph.cli.output import terminal_safe, write_json
 from ralph.cli.storeopen import open_store
@@ -26,12 +25,12 @@ def show_notes(note_type: str | None, name: str | None, as_json: bool,
     print_notes(notes)
 
 
-def print_notes(notes: list[Note], stream: TextIO | None = None) -> None:
+def print_notes(notes: list[Note]) -> None:
     """Notes grouped by type, in the order of the types: plain lines, the types in bold on a
     terminal (no Rich console: its import was a third of this command's start-up)."""
     from ralph.cli.texttable import styled, uses_colour
 
-    out = stream or sys.stdout
+    out = sys.stdout
     if not notes:
         out.write("no notes\n")
         return

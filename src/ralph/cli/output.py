@@ -28,7 +28,6 @@ def write_json(value: Any) -> None:
     sys.stdout.buffer.flush()
 
 
-
 # C0 controls, DEL and C1 controls: an escape sequence in recorded text (a note, an agent's
 # output) must not drive the terminal it is shown on.
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")

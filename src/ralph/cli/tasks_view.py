@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from ralph.cli.output import terminal_safe, write_json
 from ralph.project import find_project_root
@@ -50,7 +50,7 @@ def print_warnings(source: str, warnings: list[PrdWarning]) -> None:
         err.print(f"[yellow]warning[/yellow]: {escape(terminal_safe(warning.describe(source)))}")
 
 
-def print_tasks(listed: TaskList, stream: TextIO | None = None) -> None:
+def print_tasks(listed: TaskList) -> None:
     from ralph.cli.texttable import Cell, Column, print_table
 
     columns = [Column("id"), Column("status"), Column("kind"), Column("title", wrap=True),
@@ -59,7 +59,7 @@ def print_tasks(listed: TaskList, stream: TextIO | None = None) -> None:
         [[(terminal_safe(task.id), "")], _status(task), [(task.kind, "")], _title(task),
          [(terminal_safe(", ".join(task.depends_on)), "")], [(str(task.attempts), "")]]
         for task in listed.tasks]
-    out = stream or sys.stdout
+    out = sys.stdout
     print_table(columns, rows, out)
     out.write(_summary(listed) + "\n")
     out.flush()
