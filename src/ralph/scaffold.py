@@ -44,6 +44,7 @@ GITIGNORE_ENTRIES = (
     ".ralph/attempts/",
     ".ralph/store/",
     ".ralph/cache/",
+    ".ralph/sessions/",
     ".ralph/*.lock",
 )
 GITIGNORE_HEADER = "# Ralph's runtime files (ralph init)"

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("ralph.cli.tasks_cmd", "tasks"),
     "doctor": ("ralph.cli.doctor_cmd", "doctor"),
     "bridge": ("ralph.cli.bridge_cmd", "bridge"),
+    "agent": ("ralph.cli.agent_cmd", "app"),
 }
 
 

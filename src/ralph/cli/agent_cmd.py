@@ -1,0 +1,208 @@
+"""`ralph agent run|list|show|stop`: agent sessions from the terminal (ralph.sessions)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ralph.cli.helpfmt import HelpCommand, at_least
+from ralph.cli.output import error_line, terminal_safe, write_json
+from ralph.errors import RalphError
+from ralph.project import find_project_root
+
+if TYPE_CHECKING:
+    from ralph.sessions import SessionInfo, SessionService
+    from ralph.store import Store
+
+app = typer.Typer(help="Agent sessions: run any agent on a prompt outside the loop, and see "
+                       "and stop them from any terminal.", no_args_is_help=True)
+
+RootOption = Annotated[Path | None, typer.Option("--root", metavar="PATH",
+                                                 help="Project root.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the session(s) as JSON.")]
+# `ralph agent run`'s exit code by how the session ended (130: stopped, as after Ctrl-C).
+EXIT_CODES = {"completed": 0, "stopped": 130}
+
+
+def _open(root: Path | None) -> tuple[Path, Store]:
+    from ralph.store import Store
+
+    project = root or find_project_root()
+    return project, Store(project / ".ralph" / "store")
+
+
+def _service(project: Path, store: Store) -> SessionService:
+    from ralph.config import load_config
+    from ralph.sessions import SessionService
+
+    return SessionService(project, load_config(project), store)
+
+
+def _record(sessions: SessionService, info: SessionInfo, *, texts: bool) -> dict[str, object]:
+    from dataclasses import asdict
+
+    record: dict[str, object] = asdict(info)
+    if texts:
+        record["prompt"] = sessions.text(info.prompt_hash)
+        record["final_text"] = sessions.text(info.final_text_hash)
+    return record
+
+
+@app.command(cls=HelpCommand)
+def run(
+    prompt: Annotated[str, typer.Argument(metavar="PROMPT",
+                                          help="What the agent should do; - reads stdin.")],
+    agent: Annotated[str | None, typer.Option(
+        "--agent", metavar="NAME",
+        help="Agent name (default: loop.default_agent in ralph.toml).")] = None,
+    title: Annotated[str | None, typer.Option("--title", metavar="TEXT",
+                                              help="A title to list it by.")] = None,
+    json: JsonOption = False,
+    root: RootOption = None,
+) -> None:
+    """Run an agent on PROMPT until it ends; print its final text (or, with --json, the
+    session). Ctrl-C stops it.
+
+    Exit code: 0 completed, 1 failed, timed out or lost, 2 bad input, 130 stopped."""
+    import asyncio
+    import contextlib
+
+    from ralph.sessions import SessionError
+
+    text = sys.stdin.read() if prompt == "-" else prompt
+    ended: list[SessionInfo] = []
+
+    async def go(sessions: SessionService) -> None:
+        session_id = await sessions.launch(text, agent, title=title)
+        sys.stderr.write(f"session {session_id} (`ralph agent stop {session_id}` stops it)\n")
+        try:
+            ended.append(await sessions.wait(session_id))
+        except asyncio.CancelledError:  # Ctrl-C
+            ended.append(await sessions.stop(session_id, by="ctrl-c"))
+
+    try:
+        project, store = _open(root)
+        with store:
+            sessions = _service(project, store)
+            # Ctrl-C: the session is stopped in `go`; asyncio.run still raises it afterwards
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(go(sessions))
+            if not ended:
+                raise typer.Exit(130)
+            info = ended[0]
+            if json:
+                write_json(_record(sessions, info, texts=True))
+            else:
+                final = sessions.text(info.final_text_hash).rstrip("\n")
+                if final:
+                    typer.echo(final)
+                if info.status != "completed":
+                    error_line(f"session {info.session_id} {info.status.replace('_', ' ')}: "
+                               f"{terminal_safe(info.message or '')}")
+    except SessionError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    except RalphError as exc:  # an unknown agent, a program that cannot start, ralph.toml
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    raise typer.Exit(EXIT_CODES.get(info.status, 1))
+
+
+@app.command(name="list", cls=HelpCommand)
+def list_(
+    limit: Annotated[int, typer.Option("--limit", metavar="N", callback=at_least(1, 1_000_000),
+                                       help="At most this many.")] = 50,
+    json: JsonOption = False,
+    root: RootOption = None,
+) -> None:
+    """The agent sessions of this project, newest first."""
+    from ralph.cli.texttable import Column, print_table
+
+    try:
+        project, store = _open(root)
+        with store:
+            sessions = _service(project, store)
+            found = sessions.list(limit=limit)
+            if json:
+                write_json([_record(sessions, info, texts=False) for info in found])
+                return
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    if not found:
+        typer.echo("no agent sessions")
+        return
+    print_table([Column("id"), Column("agent"), Column("status"), Column("started"),
+                 Column("title", wrap=True)],
+                [[[(info.session_id, "")], [(terminal_safe(info.agent), "")],
+                  [(info.status.replace("_", " "), "")],
+                  [(info.started_at[:19].replace("T", " "), "")],
+                  [(terminal_safe(info.title or ""), "")]] for info in found])
+
+
+@app.command(cls=HelpCommand)
+def show(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session's id.")],
+    json: JsonOption = False,
+    root: RootOption = None,
+) -> None:
+    """One agent session: what it was asked, how it ended, its final text.
+
+    Exit code: 0 shown, 1 no such session."""
+    from ralph.sessions import UnknownSession
+
+    try:
+        project, store = _open(root)
+        with store:
+            sessions = _service(project, store)
+            info = sessions.get(session_id)
+            record = _record(sessions, info, texts=True)
+    except UnknownSession as exc:
+        error_line(str(exc))
+        raise typer.Exit(1) from None
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    if json:
+        write_json(record)
+        return
+    lines = [f"session {info.session_id}: {info.agent}, {info.status.replace('_', ' ')}",
+             f"started {info.started_at}" + (f", finished {info.finished_at}"
+                                             if info.finished_at else ""),
+             f"cwd {info.cwd}", f"log {info.log_path}"]
+    if info.title:
+        lines.insert(1, f"title {terminal_safe(info.title)}")
+    if info.message:
+        lines.append(f"message {terminal_safe(info.message)}")
+    lines += ["", "prompt:", str(record["prompt"]).rstrip("\n")]
+    if record["final_text"]:
+        lines += ["", "final text:", str(record["final_text"]).rstrip("\n")]
+    typer.echo("\n".join(lines))
+
+
+@app.command(cls=HelpCommand)
+def stop(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session's id.")],
+    root: RootOption = None,
+) -> None:
+    """Stop an agent session wherever it runs: its agent's whole process tree ends.
+
+    Exit code: 0 stopped (or it had ended already), 1 no such session."""
+    import asyncio
+
+    from ralph.sessions import UnknownSession
+
+    try:
+        project, store = _open(root)
+        with store:
+            info = asyncio.run(_service(project, store).stop(session_id, by="ralph agent stop"))
+    except UnknownSession as exc:
+        error_line(str(exc))
+        raise typer.Exit(1) from None
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    typer.echo(f"session {info.session_id}: {info.status.replace('_', ' ')}")

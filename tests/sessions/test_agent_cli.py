@@ -1,0 +1,117 @@
+"""`ralph agent run|list|show|stop` in child processes, with command agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.cli.helpers import RALPH, TIMEOUT
+from tests.sessions.test_service import AGENTS
+
+
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / ".ralph").mkdir(parents=True)
+    (root / "ralph.toml").write_text("[loop]\ndefault_agent = \"echo\"\n\n" + "".join(
+        f"[agents.{name}]\nargv = {json.dumps(argv)}\n\n" for name, argv in AGENTS.items()))
+    return root
+
+
+def ralph(root: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RALPH, *args], cwd=root, input=stdin, capture_output=True,
+                          text=True, timeout=TIMEOUT, check=False)
+
+
+def test_run_prints_the_final_text_and_the_session_is_listed_and_shown(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    done = ralph(root, "agent", "run", "say hello", "--title", "greet")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "say hello\nfinished\n"
+    session_id = done.stderr.split()[1]
+    listed = ralph(root, "agent", "list", "--json")
+    assert [s["session_id"] for s in json.loads(listed.stdout)] == [session_id]
+    table = ralph(root, "agent", "list").stdout
+    assert session_id in table and "completed" in table and "greet" in table
+    shown = ralph(root, "agent", "show", session_id, "--json")
+    record = json.loads(shown.stdout)
+    assert (record["status"], record["prompt"], record["title"]) == ("completed", "say hello",
+                                                                     "greet")
+    assert record["final_text"] == "say hello\nfinished"  # the text the agent said
+    text = ralph(root, "agent", "show", session_id).stdout
+    assert text.startswith(f"session {session_id}: echo, completed")
+    assert "prompt:\nsay hello" in text
+
+
+def test_run_reads_stdin_for_dash_and_json_gives_the_record(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    done = ralph(root, "agent", "run", "-", "--json", stdin="from stdin")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["prompt"] == "from stdin" and record["status"] == "completed"
+
+
+def test_exit_codes_of_failures_and_bad_input(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    failed = ralph(root, "agent", "run", "x", "--agent", "fail")
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[-1].startswith("error: session ses_")
+    assert "failed" in failed.stderr
+    for args, code, words in [
+            (["run", ""], 2, "prompt is empty"),
+            (["run", "x", "--agent", "nobody"], 2, "unknown agent 'nobody'"),
+            (["run", "x", "--agent", "missing"], 2, "agent 'missing'"),
+            (["show", "ses_nope"], 1, "no agent session 'ses_nope'"),
+            (["stop", "ses_nope"], 1, "no agent session 'ses_nope'")]:
+        result = ralph(root, "agent", *args)
+        assert result.returncode == code, (args, result.stderr)
+        assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert json.loads(ralph(root, "agent", "list", "--json").stdout)[0]["status"] == "failed"
+
+
+def _running(root: Path, agent: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([*RALPH, "agent", "run", "x", "--agent", agent], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert first.startswith("session ses_"), first
+    return proc, first.split()[1]
+
+
+def test_stop_from_another_terminal_ends_run_with_130(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    proc, session_id = _running(root, "slow")
+    try:
+        deadline = time.monotonic() + 30
+        while '"pgid"' not in ralph(root, "store", "cat", "--store", ".ralph/store",
+                                     "--topic", "session.process").stdout:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        stopped = ralph(root, "agent", "stop", session_id)
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.stdout == f"session {session_id}: stopped\n"
+        assert proc.wait(TIMEOUT) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_ctrl_c_stops_the_session(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    proc, session_id = _running(root, "slow")
+    try:
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(TIMEOUT) == 130
+        shown = json.loads(ralph(root, "agent", "show", session_id, "--json").stdout)
+        assert shown["status"] == "stopped"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

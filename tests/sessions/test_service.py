@@ -1,0 +1,259 @@
+"""ralph.sessions: launch, read, wait for and stop agent sessions, from this process and
+others, with command agents (plain text output)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ralph.agents.base import AgentError
+from ralph.config import ConfigError, load_config
+from ralph.sessions import (
+    AgentBusy,
+    SessionError,
+    SessionService,
+    UnknownSession,
+    session_stream,
+)
+from ralph.store import Store
+
+AGENTS = {
+    "echo": ["sh", "-c", "cat; echo; echo finished"],
+    "fail": ["sh", "-c", "cat >/dev/null; echo broken >&2; exit 3"],
+    # leaves a grandchild in its process group, then waits: stop must end both
+    "sleeper": ["sh", "-c", "cat >/dev/null; sleep 300 & echo $! > child.pid; wait"],
+    "slow": ["sh", "-c", "cat >/dev/null; sleep 300"],
+    "missing": ["/nonexistent/agent-binary"],
+}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    project = tmp_path / "proj"
+    (project / ".ralph").mkdir(parents=True)
+    toml = "[loop]\ndefault_agent = \"echo\"\n\n" + "".join(
+        f"[agents.{name}]\nargv = {json.dumps(argv)}\n\n" for name, argv in AGENTS.items())
+    (project / "ralph.toml").write_text(toml + "[agents.slow2]\nargv = [\"sh\", \"-c\", "
+                                        "\"cat >/dev/null; sleep 300\"]\ntimeout_seconds = 1\n")
+    return project
+
+
+@pytest.fixture
+def store(root: Path) -> Iterator[Store]:
+    with Store(root / ".ralph" / "store") as opened:
+        yield opened
+
+
+def service(root: Path, store: Store) -> SessionService:
+    return SessionService(root, load_config(root), store)
+
+
+def test_a_session_runs_to_its_end_and_is_recorded(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        sid = await sessions.launch("hello agent", title="greeting")
+        info = await sessions.wait(sid, 30)
+        assert info.status == "completed" and info.exit_code == 0
+        assert info.agent == "echo" and info.title == "greeting" and info.cwd == str(root)
+        assert sessions.text(info.prompt_hash) == "hello agent"
+        assert "finished" in sessions.text(info.final_text_hash)
+        assert info.argv[:2] == ["sh", "-c"] and info.duration_s is not None
+        topics = [f.topic for f in store.read(stream=session_stream(sid))]
+        assert topics[0] == "session.started" and topics[-1] == "session.finished"
+        assert {"agent.started", "agent.output", "agent.finished"} <= set(topics)
+        assert Path(info.log_path).read_text().endswith("finished\n")
+        assert sessions.get(sid) == info  # read again: the same
+
+    asyncio.run(go())
+
+
+def test_a_failing_agent_is_failed_with_its_exit_code(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        info = await sessions.wait(await sessions.launch("x", "fail"), 30)
+        assert (info.status, info.exit_code) == ("failed", 3)
+        assert info.message
+
+    asyncio.run(go())
+
+
+def test_an_agent_past_its_timeout_is_timed_out(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        info = await sessions.wait(await sessions.launch("x", "slow2"), 30)
+        assert info.status == "timed_out"
+
+    asyncio.run(go())
+
+
+def test_bad_launches_are_refused_and_record_nothing(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        with pytest.raises(SessionError, match="prompt is empty"):
+            await sessions.launch("  \n")
+        with pytest.raises(ConfigError, match="unknown agent 'nobody'"):
+            await sessions.launch("x", "nobody")
+        with pytest.raises(AgentError, match="missing"):
+            await sessions.launch("x", "missing")
+        with pytest.raises(SessionError, match="not a directory"):
+            await sessions.launch("x", cwd=root / "absent")
+        assert sessions.list() == []
+        with pytest.raises(UnknownSession, match="no agent session 'ses_nope'"):
+            sessions.get("ses_nope")
+        with pytest.raises(UnknownSession):
+            sessions.get("../../etc")
+
+    asyncio.run(go())
+
+
+def test_one_running_session_per_agent_and_directory_unless_allowed(root: Path,
+                                                                   store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        first = await sessions.launch("x", "slow")
+        with pytest.raises(AgentBusy, match=f"already running in .*{first}"):
+            await sessions.launch("y", "slow")
+        second = await sessions.launch("y", "slow", allow_concurrent=True)
+        other_dir = root / "sub"
+        other_dir.mkdir()
+        third = await sessions.launch("z", "slow", cwd=other_dir)
+        assert {s.session_id for s in sessions.list(status="running")} == {first, second, third}
+        await sessions.aclose()
+        assert {s.status for s in sessions.list()} == {"stopped"}
+
+    asyncio.run(go())
+
+
+def test_stop_ends_the_whole_process_tree(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        sid = await sessions.launch("x", "sleeper")
+        pid_file = root / "child.pid"
+        for _ in range(200):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            await asyncio.sleep(0.05)
+        child = int(pid_file.read_text())
+        info = await sessions.stop(sid, by="test")
+        assert info.status == "stopped"
+        assert not _alive(child)
+        assert (await sessions.stop(sid)).status == "stopped"  # stopping again: as it is
+        stops = [f.meta["by"] for f in store.read(topic="session.stop_requested")]
+        assert stops == ["test"]
+
+    asyncio.run(go())
+
+
+def test_list_is_newest_first_with_filters_and_a_limit(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        ids = []
+        for agent in ("echo", "fail", "echo"):
+            sid = await sessions.launch("x", agent)
+            await sessions.wait(sid, 30)
+            ids.append(sid)
+        assert [s.session_id for s in sessions.list()] == ids[::-1]
+        assert [s.session_id for s in sessions.list(agent="echo")] == [ids[2], ids[0]]
+        assert [s.session_id for s in sessions.list(status="failed")] == [ids[1]]
+        assert [s.session_id for s in sessions.list(limit=1)] == [ids[2]]
+
+    asyncio.run(go())
+
+
+OWNER = textwrap.dedent("""\
+    import asyncio, sys
+    from pathlib import Path
+    from ralph.config import load_config
+    from ralph.sessions import SessionService
+    from ralph.store import Store
+
+    async def main():
+        root = Path(sys.argv[1])
+        with Store(root / ".ralph" / "store") as store:
+            sessions = SessionService(root, load_config(root), store)
+            sid = await sessions.launch("x", sys.argv[2])
+            print(sid, flush=True)
+            info = await sessions.wait(sid)
+            print(info.status, flush=True)
+
+    asyncio.run(main())
+""")
+
+
+def owner_process(root: Path, agent: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, str(root), agent],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    sid = proc.stdout.readline().strip()
+    assert sid.startswith("ses_"), sid
+    return proc, sid
+
+
+def test_a_session_of_another_process_is_seen_and_stopped(root: Path, store: Store) -> None:
+    proc, sid = owner_process(root, "sleeper")
+    try:
+        async def go() -> None:
+            sessions = service(root, store)
+            assert sessions.get(sid).status == "running"
+            with pytest.raises(AgentBusy):
+                await sessions.launch("x", "sleeper")
+            for _ in range(200):  # the agent has started when its group is recorded
+                if list(store.read(topic="session.process", stream=session_stream(sid))):
+                    break
+                await asyncio.sleep(0.05)
+            info = await sessions.stop(sid, by="another process")
+            assert info.status == "stopped"
+
+        asyncio.run(go())
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "stopped"
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_session_whose_owner_died_is_lost_and_its_tree_ended(root: Path,
+                                                              store: Store) -> None:
+    proc, sid = owner_process(root, "sleeper")
+    pid_file = root / "child.pid"
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    os.kill(proc.pid, signal.SIGKILL)  # the owner only: its guard and our reader clean up
+    proc.wait()
+    try:
+        sessions = service(root, store)
+        info = sessions.get(sid)
+        assert info.status == "lost" and f"pid {proc.pid}" in (info.message or "")
+        assert sessions.get(sid).status == "lost"
+        assert len(list(store.read(topic="session.finished",
+                                   stream=session_stream(sid)))) == 1  # recorded once
+        deadline = time.monotonic() + 10
+        while _alive(child):
+            assert time.monotonic() < deadline, "the lost session's agent still runs"
+            time.sleep(0.05)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
