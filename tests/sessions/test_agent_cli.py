@@ -115,3 +115,18 @@ def test_ctrl_c_stops_the_session(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_watch_shows_a_session_and_exits_by_how_it_ended(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    done = ralph(root, "agent", "run", "say hello", "--quiet")
+    assert done.returncode == 0 and done.stderr.count("\n") == 1  # --quiet: the id alone
+    session_id = done.stderr.split()[1]
+    watched = ralph(root, "agent", "watch", session_id)
+    assert watched.returncode == 0, watched.stderr
+    lines = [line[9:] for line in watched.stderr.splitlines()]  # after the HH:MM:SS stamp
+    assert lines[0] == f"session {session_id}  agent echo"
+    assert "say hello" in watched.stderr and lines[-1].startswith("  session completed")
+    failed = ralph(root, "agent", "run", "x", "--agent", "fail", "--quiet")
+    assert ralph(root, "agent", "watch", failed.stderr.split()[1]).returncode == 1
+    assert ralph(root, "agent", "watch", "ses_nope").returncode == 1

@@ -34,6 +34,7 @@ AGENTS = {
     "sleeper": ["sh", "-c", "cat >/dev/null; sleep 300 & echo $! > child.pid; wait"],
     "slow": ["sh", "-c", "cat >/dev/null; sleep 300"],
     "missing": ["/nonexistent/agent-binary"],
+    "ticker": ["sh", "-c", "cat >/dev/null; for i in 1 2 3; do echo tick $i; sleep 0.2; done"],
 }
 
 
@@ -257,3 +258,59 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_watch_replays_then_follows_live_once_each_and_ends(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        sid = await sessions.launch("x", "ticker")
+        frames = [frame async for frame in sessions.watch(sid)]
+        assert frames[0].topic == "session.started" and frames[-1].topic == "session.finished"
+        seqs = [frame.seq for frame in frames]
+        assert seqs == sorted(set(seqs))  # in order, none twice
+        said = "".join(f.meta.get("content", "") for f in frames if f.topic == "agent.output")
+        assert all(f"tick {n}" in said for n in (1, 2, 3))
+        later = [frame async for frame in sessions.watch(sid, after_seq=frames[0].seq)]
+        assert later == frames[1:]  # from a seq on, replayed from the store
+
+    asyncio.run(go())
+
+
+def test_watch_follows_a_session_of_another_process(root: Path, store: Store) -> None:
+    proc, sid = owner_process(root, "ticker")
+    try:
+        async def go() -> list[str]:
+            return [frame.topic async for frame in service(root, store).watch(sid)]
+
+        topics = asyncio.run(go())
+        assert topics[0] == "session.started" and topics[-1] == "session.finished"
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_watch_ends_when_the_owner_dies(root: Path, store: Store) -> None:
+    proc, sid = owner_process(root, "sleeper")
+    try:
+        async def go() -> str:
+            last = ""
+            async for frame in service(root, store).watch(sid):
+                if frame.topic == "session.process":
+                    os.kill(proc.pid, signal.SIGKILL)
+                last = frame.meta.get("status", "")
+            return last
+
+        assert asyncio.run(asyncio.wait_for(go(), 30)) == "lost"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pid_file = root / "child.pid"
+        if pid_file.exists() and pid_file.read_text().strip():
+            child = int(pid_file.read_text())
+            deadline = time.monotonic() + 10
+            while _alive(child):
+                assert time.monotonic() < deadline, "the lost session's agent still runs"
+                time.sleep(0.05)

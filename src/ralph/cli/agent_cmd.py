@@ -23,6 +23,10 @@ app = typer.Typer(help="Agent sessions: run any agent on a prompt outside the lo
 RootOption = Annotated[Path | None, typer.Option("--root", metavar="PATH",
                                                  help="Project root.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the session(s) as JSON.")]
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q",
+                                           help="Show nothing while the agent works.")]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v",
+                                             help="Also show tool results and details.")]
 # `ralph agent run`'s exit code by how the session ended (130: stopped, as after Ctrl-C).
 EXIT_CODES = {"completed": 0, "stopped": 130}
 
@@ -61,10 +65,12 @@ def run(
     title: Annotated[str | None, typer.Option("--title", metavar="TEXT",
                                               help="A title to list it by.")] = None,
     json: JsonOption = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     root: RootOption = None,
 ) -> None:
-    """Run an agent on PROMPT until it ends; print its final text (or, with --json, the
-    session). Ctrl-C stops it.
+    """Run an agent on PROMPT until it ends, showing what it does on stderr (as `ralph run`
+    does); print its final text on stdout (or, with --json, the session). Ctrl-C stops it.
 
     Exit code: 0 completed, 1 failed, timed out or lost, 2 bad input, 130 stopped."""
     import asyncio
@@ -78,10 +84,17 @@ def run(
     async def go(sessions: SessionService) -> None:
         session_id = await sessions.launch(text, agent, title=title)
         sys.stderr.write(f"session {session_id} (`ralph agent stop {session_id}` stops it)\n")
+        sys.stderr.flush()
+        viewer = None if quiet else asyncio.get_running_loop().create_task(
+            _show(sessions, session_id, verbose=verbose, skip=("session.started",)))
         try:
             ended.append(await sessions.wait(session_id))
         except asyncio.CancelledError:  # Ctrl-C
             ended.append(await sessions.stop(session_id, by="ctrl-c"))
+        finally:
+            if viewer is not None:  # it ends with the session's last frame
+                await asyncio.wait([viewer], timeout=5)
+                viewer.cancel()
 
     try:
         project, store = _open(root)
@@ -109,6 +122,52 @@ def run(
         error_line(str(exc))
         raise typer.Exit(2) from None
     raise typer.Exit(EXIT_CODES.get(info.status, 1))
+
+
+async def _show(sessions: SessionService, session_id: str, *, verbose: bool,
+                skip: tuple[str, ...] = ()) -> None:
+    """The session's frames through the live view `ralph run` uses (ralph.cli.display)."""
+    from ralph.cli.display import RunDisplay
+
+    display = RunDisplay(verbose=verbose)
+    try:
+        async for frame in sessions.watch(session_id):
+            if frame.topic not in skip:
+                display(frame)
+    finally:
+        display.close()
+
+
+@app.command(cls=HelpCommand)
+def watch(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session's id.")],
+    verbose: VerboseOption = False,
+    root: RootOption = None,
+) -> None:
+    """Follow an agent session from any terminal: what it did so far, then live, until it
+    ends (Ctrl-C stops watching, not the session).
+
+    Exit code: 0 it ended completed, 1 it ended otherwise or there is no such session."""
+    import asyncio
+
+    from ralph.sessions import UnknownSession
+
+    try:
+        project, store = _open(root)
+        with store:
+            sessions = _service(project, store)
+            try:
+                asyncio.run(_show(sessions, session_id, verbose=verbose))
+            except KeyboardInterrupt:
+                raise typer.Exit(130) from None
+            status = sessions.get(session_id).status
+    except UnknownSession as exc:
+        error_line(str(exc))
+        raise typer.Exit(1) from None
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    raise typer.Exit(0 if status == "completed" else 1)
 
 
 @app.command(name="list", cls=HelpCommand)

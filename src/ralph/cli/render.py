@@ -159,6 +159,32 @@ class EventRenderer:
             lines.append(Line("  ".join(where), "dim", 1))
         return lines
 
+    # -- agent sessions (ralph.sessions) -----------------------------------------------------
+
+    def _on_session_started(self, meta: dict[str, Any]) -> list[Line]:
+        title = f": {terminal_safe(str(meta['title']))}" if meta.get("title") else ""
+        return [Line(f"session {meta.get('session_id')}  agent "
+                     f"{terminal_safe(str(meta.get('agent')))}{title}", "bold")]
+
+    def _on_session_stop_requested(self, meta: dict[str, Any]) -> list[Line]:
+        return [Line(f"stop requested by {terminal_safe(str(meta.get('by')))}", "yellow", 1)]
+
+    def _on_session_finished(self, meta: dict[str, Any]) -> list[Line]:
+        status = str(meta.get("status"))
+        message = terminal_safe(str(meta.get("message") or ""))
+        shown = status.replace("_", " ") + (f": {message}" if message and status != "completed"
+                                            else "")
+        figures = [duration_text(float(meta["duration_s"]))] if meta.get(
+            "duration_s") is not None else []
+        usage = meta.get("usage") or {}
+        spent = spend_text(usage.get("input_tokens"), usage.get("output_tokens"),
+                           meta.get("cost_usd"))
+        if spent:
+            figures.append(spent)
+        style = "green" if status == "completed" else "yellow" if status == "stopped" else "red"
+        return [Line(f"session {shown}" + (f"  ({', '.join(figures)})" if figures else ""),
+                     style, 1)]
+
     # -- the agent --------------------------------------------------------------------------
 
     def _on_agent_started(self, meta: dict[str, Any]) -> list[Line]:

@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from ralph.store.ids import IdGenerator
 log = logging.getLogger("ralph.sessions")
 
 WAIT_POLL_S = 0.05  # how often a session another process runs is looked at while waiting
+OWNER_CHECK_S = 1.0  # how often a watch looks whether the session's owner still lives
 STOP_GRACE_S = 5.0  # after SIGTERM, how long a stopped agent gets before SIGKILL
 _ids = IdGenerator()
 
@@ -227,6 +228,28 @@ class SessionService:
             if info.ended or (deadline is not None and time.monotonic() >= deadline):
                 return info
             await asyncio.sleep(WAIT_POLL_S)
+
+    async def watch(self, session_id: str, after_seq: int | None = None
+                    ) -> AsyncIterator[Frame]:
+        """The session's frames after `after_seq` (all when None), then live ones as they are
+        recorded, from any process, each once and in order; ends after `session.finished`.
+        A session whose owner dies meanwhile ends as `lost` (looked for every OWNER_CHECK_S)."""
+        self._project(session_id)  # raises UnknownSession
+        checker = asyncio.get_running_loop().create_task(self._until_ended(session_id))
+        try:
+            async with self.store.subscribe(stream=session_stream(session_id),
+                                            after_seq=after_seq) as frames:
+                async for frame in frames:
+                    yield frame
+                    if frame.topic == "session.finished":
+                        return
+        finally:
+            checker.cancel()
+
+    async def _until_ended(self, session_id: str) -> None:
+        # get() records a session whose owner died `lost`: that frame ends the watch.
+        while not self.get(session_id).ended:
+            await asyncio.sleep(OWNER_CHECK_S)
 
     # -- stopping ----------------------------------------------------------------------------
 
