@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.cli.helpers import RALPH, TIMEOUT
-from tests.sessions.test_service import AGENTS
+from tests.sessions.test_service import AGENTS, alive
 
 
 def project(tmp_path: Path) -> Path:
@@ -130,3 +130,27 @@ def test_watch_shows_a_session_and_exits_by_how_it_ended(tmp_path: Path) -> None
     failed = ralph(root, "agent", "run", "x", "--agent", "fail", "--quiet")
     assert ralph(root, "agent", "watch", failed.stderr.split()[1]).returncode == 1
     assert ralph(root, "agent", "watch", "ses_nope").returncode == 1
+
+
+def test_detach_leaves_the_session_running_in_a_background_owner(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    started = ralph(root, "agent", "run", "x", "--agent", "slow", "--detach")
+    assert started.returncode == 0, started.stderr
+    session_id = started.stdout.strip()
+    assert session_id.startswith("ses_") and started.stderr == ""
+    record = json.loads(ralph(root, "agent", "show", session_id, "--json").stdout)
+    owner = record["owner_pid"]
+    try:
+        assert record["status"] == "running" and owner != os.getpid()
+        assert ralph(root, "agent", "stop", session_id).stdout == f"session {session_id}: stopped\n"
+        deadline = time.monotonic() + 30
+        while alive(owner):  # the owner ends with its session
+            assert time.monotonic() < deadline, "the background owner outlived its session"
+            time.sleep(0.05)
+    finally:
+        if alive(owner):
+            os.kill(owner, signal.SIGKILL)
+    refused = ralph(root, "agent", "run", "", "--detach")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == "error: the prompt is empty: say what the agent should do\n"
+

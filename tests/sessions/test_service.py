@@ -147,7 +147,7 @@ def test_stop_ends_the_whole_process_tree(root: Path, store: Store) -> None:
         child = int(pid_file.read_text())
         info = await sessions.stop(sid, by="test")
         assert info.status == "stopped"
-        assert not _alive(child)
+        assert not alive(child)
         assert (await sessions.stop(sid)).status == "stopped"  # stopping again: as it is
         stops = [f.meta["by"] for f in store.read(topic="session.stop_requested")]
         assert stops == ["test"]
@@ -244,15 +244,16 @@ def test_a_session_whose_owner_died_is_lost_and_its_tree_ended(root: Path,
         assert len(list(store.read(topic="session.finished",
                                    stream=session_stream(sid)))) == 1  # recorded once
         deadline = time.monotonic() + 10
-        while _alive(child):
+        while alive(child):
             assert time.monotonic() < deadline, "the lost session's agent still runs"
             time.sleep(0.05)
     finally:
-        if _alive(child):
+        if alive(child):
             os.kill(child, signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process runs (a zombie does not count)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split(") ", 1)[1][0] != "Z"
@@ -311,6 +312,6 @@ def test_watch_ends_when_the_owner_dies(root: Path, store: Store) -> None:
         if pid_file.exists() and pid_file.read_text().strip():
             child = int(pid_file.read_text())
             deadline = time.monotonic() + 10
-            while _alive(child):
+            while alive(child):
                 assert time.monotonic() < deadline, "the lost session's agent still runs"
                 time.sleep(0.05)

@@ -67,6 +67,9 @@ def run(
     json: JsonOption = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
+    detach: Annotated[bool, typer.Option(
+        "--detach", help="Print the session's id and leave it running in a background "
+                         "process.")] = False,
     root: RootOption = None,
 ) -> None:
     """Run an agent on PROMPT until it ends, showing what it does on stderr (as `ralph run`
@@ -79,6 +82,8 @@ def run(
     from ralph.sessions import SessionError
 
     text = sys.stdin.read() if prompt == "-" else prompt
+    if detach:
+        _detach(root or find_project_root(), text, agent, title)
     ended: list[SessionInfo] = []
 
     async def go(sessions: SessionService) -> None:
@@ -122,6 +127,29 @@ def run(
         error_line(str(exc))
         raise typer.Exit(2) from None
     raise typer.Exit(EXIT_CODES.get(info.status, 1))
+
+
+def _detach(project: Path, prompt: str, agent: str | None, title: str | None) -> None:
+    """Start the session in a background process of its own (ralph.sessions.detached), print
+    its id and exit: 0 launched, 2 refused (its one-line error on stderr)."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "ralph.sessions.detached", str(project)]
+    argv += ["--agent", agent] if agent else []
+    argv += ["--title", title] if title else []
+    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, start_new_session=True, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(prompt)
+    child.stdin.close()
+    first = child.stdout.readline().rstrip("\n")
+    child.stdout.close()
+    if not first.startswith("ses_"):
+        child.wait()
+        error_line(first.removeprefix("error: ") or "the background process ended at once")
+        raise typer.Exit(2)
+    typer.echo(first)
+    raise typer.Exit(0)
 
 
 async def _show(sessions: SessionService, session_id: str, *, verbose: bool,
