@@ -53,6 +53,15 @@ class Appended(NamedTuple):
     offset: int
 
 
+# Stream files kept open for appending, the least recently used closed past this: a process
+# appending to many streams over its life (a server running thousands of agent sessions,
+# one stream each) must not run out of file descriptors.
+MAX_OPEN_STREAMS = 64
+# Of those closed with writes not yet synced, at most this many wait for the group commit;
+# past it they are synced and closed at once.
+MAX_RETIRED = 16
+
+
 class Writer:
     """Owns the head file, the cached stream descriptors and the group commit."""
 
@@ -75,9 +84,10 @@ class Writer:
         self._known_head: bytes | None = None  # head bytes this process wrote or verified
         self._last_seq = 0
         self._gen = 0
-        self._fds: dict[str, int] = {}
+        self._fds: dict[str, int] = {}  # least recently appended to first
         self._sizes: dict[str, int] = {}  # valid only while the head still holds _known_head
         self._dirty: set[str] = set()
+        self._retired: list[int] = []  # closed from the cache while dirty: synced, then closed
         self._closed = False
         self._commit = GroupCommit(batch_interval_ms / 1000, self._mutex, self._collect_dirty)
 
@@ -193,6 +203,11 @@ class Writer:
                     fsync_dir(path.parent)
             except OSError as exc:
                 raise write_error(exc, f"stream {stream}") from None
+            if len(self._fds) >= MAX_OPEN_STREAMS:
+                self._retire_oldest()
+            self._fds[stream] = fd
+        elif next(reversed(self._fds)) != stream:  # now the most recently used
+            del self._fds[stream]
             self._fds[stream] = fd
         size = self._sizes.get(stream)
         if size is None:
@@ -205,6 +220,22 @@ class Writer:
                 size += 1
             self._sizes[stream] = size
         return fd, size
+
+    def _retire_oldest(self) -> None:
+        """Close the least recently used stream file; one with writes not yet synced is
+        handed to the next group commit, which syncs and then closes it."""
+        oldest = next(iter(self._fds))
+        fd = self._fds.pop(oldest)
+        self._sizes.pop(oldest, None)
+        if oldest in self._dirty:
+            self._dirty.discard(oldest)
+            self._retired.append(fd)
+            if len(self._retired) >= MAX_RETIRED:
+                retired, self._retired = self._retired, []
+                sync_and_close(retired)
+        else:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     # -- verifying the head ------------------------------------------------------------------
 
@@ -336,6 +367,8 @@ class Writer:
         if self._closed:
             return [], lambda: None
         fds = dup_for_sync([self._fds[s] for s in self._dirty if s in self._fds])
+        fds += self._retired  # ours to close once synced
+        self._retired = []
         self._dirty.clear()
         blobs, self._cas.pending = self._cas.pending, []
         return fds, lambda: self._cas.sync_paths(blobs)
