@@ -154,3 +154,29 @@ def test_detach_leaves_the_session_running_in_a_background_owner(tmp_path: Path)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr == "error: the prompt is empty: say what the agent should do\n"
 
+
+
+def test_outside_a_project_nothing_is_made_and_a_broken_toml_keeps_sessions_readable(
+        tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args in (["list"], ["show", "ses_x"], ["run", "x"]):
+        result = ralph(empty, "agent", *args, "--root", str(empty))
+        assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1
+    assert list(empty.iterdir()) == []
+    root = project(tmp_path)
+    session_id = ralph(root, "agent", "run", "x", "--quiet").stderr.split()[1]
+    (root / "ralph.toml").write_text("[loop\n")  # broken
+    assert ralph(root, "agent", "show", session_id).returncode == 0
+    assert session_id in ralph(root, "agent", "list").stdout
+    bad = ralph(root, "agent", "run", "x")
+    assert bad.returncode == 2 and "invalid TOML" in bad.stderr
+
+
+def test_a_prompt_on_stdin_that_is_not_utf8_is_bad_input(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    result = subprocess.run([*RALPH, "agent", "run", "-"], cwd=root, input=b"\xff\xfe",
+                            capture_output=True, timeout=TIMEOUT, check=False)
+    assert result.returncode == 2
+    assert result.stderr == b"error: the prompt on stdin is not valid UTF-8\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,9 +19,11 @@ import pytest
 
 from ralph.agents.base import AgentError
 from ralph.config import ConfigError, load_config
+from ralph.containment import owner_id
 from ralph.sessions import (
     AgentBusy,
     SessionError,
+    SessionInfo,
     SessionService,
     UnknownSession,
     session_stream,
@@ -35,6 +38,8 @@ AGENTS = {
     "slow": ["sh", "-c", "cat >/dev/null; sleep 300"],
     "missing": ["/nonexistent/agent-binary"],
     "ticker": ["sh", "-c", "cat >/dev/null; for i in 1 2 3; do echo tick $i; sleep 0.2; done"],
+    # ends well when told to stop: a stop must still read as stopped
+    "obliging": ["sh", "-c", "trap 'exit 0' TERM; cat >/dev/null; sleep 300 & wait"],
 }
 
 
@@ -175,14 +180,18 @@ OWNER = textwrap.dedent("""\
     import asyncio, sys
     from pathlib import Path
     from ralph.config import load_config
-    from ralph.sessions import SessionService
+    from ralph.sessions import AgentBusy, SessionService
     from ralph.store import Store
 
     async def main():
         root = Path(sys.argv[1])
         with Store(root / ".ralph" / "store") as store:
             sessions = SessionService(root, load_config(root), store)
-            sid = await sessions.launch("x", sys.argv[2])
+            try:
+                sid = await sessions.launch("x", sys.argv[2])
+            except AgentBusy:
+                print("busy", flush=True)
+                return
             print(sid, flush=True)
             info = await sessions.wait(sid)
             print(info.status, flush=True)
@@ -315,3 +324,111 @@ def test_watch_ends_when_the_owner_dies(root: Path, store: Store) -> None:
             while alive(child):
                 assert time.monotonic() < deadline, "the lost session's agent still runs"
                 time.sleep(0.05)
+
+
+def test_a_stop_asked_before_the_agent_runs_reaches_the_owner(root: Path, store: Store) -> None:
+    proc, sid = owner_process(root, "slow")
+    try:
+        info = asyncio.run(service(root, store).stop(sid, by="early"))
+        assert info.status == "stopped"
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_an_agent_that_exits_0_when_stopped_is_stopped(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        sid = await sessions.launch("x", "obliging")
+        for _ in range(200):
+            if list(store.read(topic="session.process", stream=session_stream(sid))):
+                break
+            await asyncio.sleep(0.05)
+        assert (await sessions.stop(sid)).status == "stopped"
+
+    asyncio.run(go())
+
+
+def test_two_processes_launching_at_once_get_one_session(root: Path) -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", OWNER, str(root), "slow"],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+             for _ in range(2)]
+    try:
+        firsts = sorted(proc.stdout.readline().strip() for proc in procs if proc.stdout)
+        assert firsts[0] == "busy" and firsts[1].startswith("ses_"), firsts
+        with Store(root / ".ralph" / "store") as store:
+            assert asyncio.run(service(root, store).stop(firsts[1])).status == "stopped"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+def test_a_deleted_session_folder_does_not_make_a_live_session_lost(root: Path,
+                                                                   store: Store) -> None:
+    proc, sid = owner_process(root, "slow")
+    try:
+        shutil.rmtree(root / ".ralph" / "sessions" / sid)
+        sessions = service(root, store)
+        assert sessions.get(sid).status == "running"  # its owner lives
+        assert asyncio.run(sessions.stop(sid)).status == "stopped"
+        finished = list(store.read(topic="session.finished", stream=session_stream(sid)))
+        assert [f.meta["status"] for f in finished] == ["stopped"]
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_session_of_this_process_is_never_taken_for_lost(root: Path, store: Store) -> None:
+    store.append("session.started", {"session_id": "ses_mine", "agent": "echo",
+                                      "cwd": str(root), "owner_pid": os.getpid(),
+                                      "owner": owner_id()}, stream=session_stream("ses_mine"))
+    # (as after its end could not be recorded: not running here, its lock free)
+    assert service(root, store).get("ses_mine").status == "running"
+    assert not list(store.read(topic="session.finished"))
+
+
+def test_a_launch_that_cannot_be_recorded_leaves_nothing(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        with pytest.raises(SessionError, match="title is not valid text"):
+            await sessions.launch("x", title="bad \udcff")
+        assert not (root / ".ralph" / "sessions").exists() or not [
+            p for p in (root / ".ralph" / "sessions").iterdir() if p.name != "busy"]
+        assert (await sessions.wait(await sessions.launch("x"), 30)).status == "completed"
+
+    asyncio.run(go())
+
+
+def test_list_without_a_filter_reads_only_what_it_shows(root: Path, store: Store,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    async def go() -> list[str]:
+        sessions = service(root, store)
+        ids = []
+        for _ in range(5):
+            sid = await sessions.launch("x")
+            await sessions.wait(sid, 30)
+            ids.append(sid)
+        return ids
+
+    ids = asyncio.run(go())
+    sessions = service(root, store)
+    read: list[str] = []
+    original = sessions.get
+
+    def get(session_id: str) -> SessionInfo:
+        read.append(session_id)
+        return original(session_id)
+
+    monkeypatch.setattr(sessions, "get", get)
+    assert [s.session_id for s in sessions.list(limit=2)] == ids[:-3:-1]
+    assert read == ids[:-3:-1]

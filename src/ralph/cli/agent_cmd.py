@@ -31,18 +31,25 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v",
 EXIT_CODES = {"completed": 0, "stopped": 130}
 
 
-def _open(root: Path | None) -> tuple[Path, Store]:
+def _open(root: Path | None, *, create: bool = False) -> tuple[Path, Store]:
+    """The project and its store. Only `run` creates the store (after ralph.toml loaded):
+    reading commands in a folder that is no project leave nothing behind."""
     from ralph.store import Store
 
     project = root or find_project_root()
-    return project, Store(project / ".ralph" / "store")
+    if not create and not (project / ".ralph").is_dir():
+        raise RalphError(f"no Ralph project at {project} (no .ralph/ here or above): run "
+                         "`ralph init`, or pass --root")
+    return project, Store(project / ".ralph" / "store", create=create)
 
 
-def _service(project: Path, store: Store) -> SessionService:
+def _service(project: Path, store: Store, *, launching: bool = False) -> SessionService:
+    """Sessions of `project`; ralph.toml is read only to launch (a broken one must not keep
+    anyone from seeing or stopping a session)."""
     from ralph.config import load_config
     from ralph.sessions import SessionService
 
-    return SessionService(project, load_config(project), store)
+    return SessionService(project, load_config(project) if launching else None, store)
 
 
 def _record(sessions: SessionService, info: SessionInfo, *, texts: bool) -> dict[str, object]:
@@ -79,11 +86,17 @@ def run(
     import asyncio
     import contextlib
 
-    from ralph.sessions import SessionError
+    from ralph.config import load_config
 
-    text = sys.stdin.read() if prompt == "-" else prompt
+    text = _prompt_text(prompt)
+    project = root or find_project_root()
+    try:
+        load_config(project)  # nothing is made in a folder without a valid ralph.toml
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
     if detach:
-        _detach(root or find_project_root(), text, agent, title)
+        _detach(project, text, agent, title)
     ended: list[SessionInfo] = []
 
     async def go(sessions: SessionService) -> None:
@@ -102,31 +115,43 @@ def run(
                 viewer.cancel()
 
     try:
-        project, store = _open(root)
+        project, store = _open(project, create=True)
         with store:
-            sessions = _service(project, store)
+            sessions = _service(project, store, launching=True)
             # Ctrl-C: the session is stopped in `go`; asyncio.run still raises it afterwards
             with contextlib.suppress(KeyboardInterrupt):
                 asyncio.run(go(sessions))
             if not ended:
                 raise typer.Exit(130)
-            info = ended[0]
-            if json:
-                write_json(_record(sessions, info, texts=True))
-            else:
-                final = sessions.text(info.final_text_hash).rstrip("\n")
-                if final:
-                    typer.echo(final)
-                if info.status != "completed":
-                    error_line(f"session {info.session_id} {info.status.replace('_', ' ')}: "
-                               f"{terminal_safe(info.message or '')}")
-    except SessionError as exc:
+            _print_ended(sessions, ended[0], json=json)
+    except RalphError as exc:  # bad input: an empty prompt, an unknown agent, ralph.toml, ...
         error_line(str(exc))
         raise typer.Exit(2) from None
-    except RalphError as exc:  # an unknown agent, a program that cannot start, ralph.toml
-        error_line(str(exc))
+    raise typer.Exit(EXIT_CODES.get(ended[0].status, 1))
+
+
+def _prompt_text(prompt: str) -> str:
+    """PROMPT, or stdin's text for `-` (exit 2 if it is not UTF-8)."""
+    if prompt != "-":
+        return prompt
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        error_line("the prompt on stdin is not valid UTF-8")
         raise typer.Exit(2) from None
-    raise typer.Exit(EXIT_CODES.get(info.status, 1))
+
+
+def _print_ended(sessions: SessionService, info: SessionInfo, *, json: bool) -> None:
+    """The final text on stdout (or the record, as JSON); how it ended on stderr if badly."""
+    if json:
+        write_json(_record(sessions, info, texts=True))
+        return
+    final = sessions.text(info.final_text_hash).rstrip("\n")
+    if final:
+        typer.echo(final)
+    if info.status != "completed":
+        error_line(f"session {info.session_id} {info.status.replace('_', ' ')}: "
+                   f"{terminal_safe(info.message or '')}")
 
 
 def _detach(project: Path, prompt: str, agent: str | None, title: str | None) -> None:
@@ -277,7 +302,8 @@ def stop(
 ) -> None:
     """Stop an agent session wherever it runs: its agent's whole process tree ends.
 
-    Exit code: 0 stopped (or it had ended already), 1 no such session."""
+    Exit code: 0 stopped (or it had ended already), 1 no such session, or its owner did
+    not answer."""
     import asyncio
 
     from ralph.sessions import UnknownSession
@@ -292,4 +318,8 @@ def stop(
     except RalphError as exc:
         error_line(str(exc))
         raise typer.Exit(2) from None
+    if info.status == "running":
+        error_line(f"session {info.session_id} is still running: the process that runs it "
+                   f"(pid {info.owner_pid}) did not answer the stop")
+        raise typer.Exit(1)
     typer.echo(f"session {info.session_id}: {info.status.replace('_', ' ')}")

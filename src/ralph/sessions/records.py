@@ -1,10 +1,12 @@
 """An agent session as the store tells it: a projection of its stream `sessions/<id>`.
 
 Frames of a session (topics): `session.started` {session_id, agent, title, cwd, argv,
-continue_from, approvals, owner_pid, owner}, with the prompt as content; the agent's
-normalized events (`agent.started`, `agent.output`, `agent.usage`, `agent.finished`, ...);
-`session.stop_requested` {by}; and `session.finished` {status, exit_code, agent_session_id,
-message, usage, cost_usd, duration_s}, with the final text as content.
+continue_from, approvals, owner_pid, owner, log_path}, with the prompt as content;
+`session.process` {pgid}; the agent's normalized events (`agent.started`, `agent.output`,
+`agent.usage`, `agent.finished`, ..., as the loop records them); `session.stop_requested`
+{session_id, by}; and `session.finished` {session_id, status, exit_code, agent_session_id,
+message, usage, cost_usd, duration_s}, with the final text as content. The first
+`session.finished` of a stream is the one that counts.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class SessionInfo:
     approvals: str
     started_at: str
     owner_pid: int
+    owner: str | None  # the owning process's containment id (ralph.containment.owner_id)
     prompt_hash: str | None
     log_path: str
     finished_at: str | None = None
@@ -61,6 +64,7 @@ def project(started: dict[str, Any], started_ts: str, prompt_hash: str | None,
         status="running", cwd=started["cwd"], argv=list(started.get("argv") or []),
         continue_from=started.get("continue_from"), approvals=started.get("approvals", "auto"),
         started_at=started_ts, owner_pid=int(started.get("owner_pid", 0)),
+        owner=started.get("owner") if isinstance(started.get("owner"), str) else None,
         prompt_hash=prompt_hash, log_path=started.get("log_path", ""))
     if finished is not None:
         info.status = finished["status"]

@@ -5,8 +5,13 @@ loop runs its agents) in a task of the caller's event loop and returns the sessi
 once. Everything about a session is in its store stream (ralph.sessions.records), so any
 process can list, read, wait for and stop it. The process that runs a session holds the
 flock `.ralph/sessions/<id>/owner.lock` for as long as the session runs: a session without a
-`session.finished` frame whose lock nobody holds lost its owner, and the next reader records
-it `lost` (once: the reader takes the lock to do so) and ends what that owner left running.
+`session.finished` frame whose lock nobody holds and whose owner process is gone lost its
+owner, and the next reader records it `lost` (once: the reader takes the lock to do so) and
+ends what that owner left running. The owner follows its session's stream for
+`session.stop_requested`, so a stop from any process reaches it, however early.
+
+Limits: `list` with a status or agent filter reads every session's first frame (newest
+first, without a filter it reads only as many as asked).
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
+import shutil
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,20 +34,31 @@ from ralph.config import Config, ResolvedAgent
 from ralph.containment import kill_owned, owner_id
 from ralph.errors import RalphError
 from ralph.flock import FileLock
-from ralph.sessions.records import SessionInfo, SessionStatus, project, session_stream
+from ralph.sessions.records import (
+    STREAM_PREFIX,
+    SessionInfo,
+    SessionStatus,
+    project,
+    session_stream,
+)
 from ralph.store import Frame, Store
 from ralph.store.ids import IdGenerator
+
+try:  # as ralph.configcache: BLAKE2 without hashlib's OpenSSL import
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
 
 log = logging.getLogger("ralph.sessions")
 
 WAIT_POLL_S = 0.05  # how often a session another process runs is looked at while waiting
 OWNER_CHECK_S = 1.0  # how often a watch looks whether the session's owner still lives
-STOP_GRACE_S = 5.0  # after SIGTERM, how long a stopped agent gets before SIGKILL
+STOP_WAIT_S = 10.0  # how long `stop` waits for another process to record its session stopped
 _ids = IdGenerator()
 
-# How an agent run's status reads as a session's.
-_STATUS: dict[str, SessionStatus] = {"ok": "completed", "timeout": "timed_out",
-                                     "cancelled": "stopped"}
+# How an agent run's status reads as a session's (any other: failed; stopped is decided by
+# whether a stop was asked for, whatever the agent's status).
+_STATUS: dict[str, SessionStatus] = {"ok": "completed", "timeout": "timed_out"}
 
 
 class SessionError(RalphError):
@@ -67,12 +83,15 @@ class _Running:
 
     task: asyncio.Task[None]
     lock: FileLock
+    busy: FileLock | None  # (agent, directory): held unless concurrent sessions were allowed
 
 
 class SessionService:
     """Agent sessions of the project at `root`, recorded in `store`."""
 
-    def __init__(self, root: Path, config: Config, store: Store) -> None:
+    def __init__(self, root: Path, config: Config | None, store: Store) -> None:
+        """`config` (ralph.toml) is needed to launch only: reading and stopping sessions
+        works with a broken or missing one."""
         self.root = root
         self.config = config
         self.store = store
@@ -92,74 +111,135 @@ class SessionService:
         cannot start) before anything is recorded."""
         if not prompt.strip():
             raise SessionError("the prompt is empty: say what the agent should do")
+        for name, text in (("prompt", prompt), ("title", title or "")):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise SessionError(f"the {name} is not valid text (UTF-8)") from None
+        if self.config is None:
+            raise SessionError("launching needs the project's ralph.toml")
         resolved = self.config.agent(agent or self.config.loop.default_agent)
         where = (cwd or self.root).resolve()
         if not where.is_dir():
             raise SessionError(f"{where} is not a directory")
-        if not allow_concurrent:
-            for other in self.list(status="running", agent=resolved.name):
-                if other.cwd == str(where):
-                    raise AgentBusy(f"agent '{resolved.name}' is already running in {where} "
-                                    f"(session {other.session_id}): wait for it or stop it")
+        adapter = adapter_for(resolved.adapter)
         session_id = new_session_id()
         folder = self.session_dir(session_id)
         prompt_file = folder / "prompt.md"
-        adapter = adapter_for(resolved.adapter)
         command = adapter.build(list(resolved.argv), resolved.model, prompt, str(prompt_file))
         resolve_program(command.argv, resolved, adapter.install_hint)
-        folder.mkdir(parents=True)
-        prompt_file.write_text(prompt, encoding="utf-8")
+        busy = None if allow_concurrent else self._claim(resolved.name, where, session_id)
         lock = FileLock(folder / "owner.lock")
-        lock.try_acquire()  # new and ours: nobody else can hold it yet
-        log_path = folder / "agent.log"
-        self.store.append("session.started", {
-            "session_id": session_id, "agent": resolved.name, "title": title,
-            "cwd": str(where), "argv": command.shown, "continue_from": None,
-            "approvals": "auto", "owner_pid": os.getpid(), "owner": owner_id(),
-            "log_path": str(log_path)}, content=prompt, stream=session_stream(session_id))
+        try:
+            folder.mkdir(parents=True)
+            prompt_file.write_text(prompt, encoding="utf-8")
+            lock.try_acquire()  # new and ours: nobody else can hold it yet
+            log_path = folder / "agent.log"
+            started = self.store.append("session.started", {
+                "session_id": session_id, "agent": resolved.name, "title": title,
+                "cwd": str(where), "argv": command.shown, "continue_from": None,
+                "approvals": "auto", "owner_pid": os.getpid(), "owner": owner_id(),
+                "log_path": str(log_path)}, content=prompt, stream=session_stream(session_id))
+        except BaseException:
+            lock.release()
+            if busy is not None:
+                busy.release()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         task = asyncio.get_running_loop().create_task(
-            self._run(session_id, resolved, prompt, where, prompt_file, log_path, env,
-                      timeout_s))
-        self._running[session_id] = _Running(task, lock)
+            self._run(session_id, started.seq, resolved, prompt, where, prompt_file, log_path,
+                      env, timeout_s))
+        self._running[session_id] = _Running(task, lock, busy)
         return session_id
 
-    async def _run(self, session_id: str, agent: ResolvedAgent, prompt: str, cwd: Path,
-                   prompt_file: Path, log_path: Path, env: Mapping[str, str] | None,
-                   timeout_s: float | None) -> None:
+    def _claim(self, agent: str, cwd: Path, session_id: str) -> FileLock:
+        """The (agent, directory) lock for the session's life; AgentBusy if another session
+        holds it, in any process."""
+        key = blake2b(f"{agent}\0{cwd}".encode(), digest_size=12).hexdigest()
+        busy = FileLock(self.root / ".ralph" / "sessions" / "busy" / f"{key}.lock")
+        if not busy.try_acquire():
+            holder = busy.path.with_suffix(".session")
+            other = holder.read_text().strip() if holder.exists() else "?"
+            raise AgentBusy(f"agent '{agent}' is already running in {cwd} (session {other}): "
+                            "wait for it or stop it")
+        busy.path.with_suffix(".session").write_text(session_id + "\n")
+        return busy
+
+    async def _run(self, session_id: str, after_seq: int, agent: ResolvedAgent, prompt: str,
+                   cwd: Path, prompt_file: Path, log_path: Path,
+                   env: Mapping[str, str] | None, timeout_s: float | None) -> None:
         stream = session_stream(session_id)
 
         def emit(topic: str, meta: dict[str, Any]) -> Frame:
-            return self.store.append(topic, {"session_id": session_id, **meta}, stream=stream)
+            # The agent's events as the loop records them (their `session_id` is the CLI's
+            # own): the stream says which session they belong to.
+            return self.store.append(topic, meta, stream=stream)
 
-        def started(pgid: int) -> None:  # lets another process stop it (`stop`)
-            emit("session.process", {"pgid": pgid})
+        def started(pgid: int) -> None:
+            try:
+                emit("session.process", {"pgid": pgid})
+            except Exception as exc:  # a record the session can do without
+                log.warning("session %s: could not record its process: %s", session_id, exc)
 
         began = time.monotonic()
         outcome: AgentOutcome | None = None
         status: SessionStatus = "failed"
         message = ""
+        loop = asyncio.get_running_loop()
+        agent_run = loop.create_task(run_agent(
+            agent, prompt, cwd=cwd, prompt_file=prompt_file, log_path=log_path, emit=emit,
+            timeout_s=timeout_s, on_start=started, context_env=env))
+        follower = loop.create_task(self._follow_stop(session_id, after_seq, agent_run))
         try:
-            outcome = await run_agent(agent, prompt, cwd=cwd, prompt_file=prompt_file,
-                                      log_path=log_path, emit=emit, timeout_s=timeout_s,
-                                      on_start=started, context_env=env)
+            outcome = await agent_run
             status = _STATUS.get(outcome.status, "failed")
             message = outcome.message
-            if status != "completed" and self._stop_requested(session_id):
-                status, message = "stopped", "stopped on request"
         except asyncio.CancelledError:
-            status, message = "stopped", "stopped on request"
+            agent_run.cancel()
+            with contextlib.suppress(BaseException):
+                await agent_run
+            message = "the process running it is shutting down"
         except AgentError as exc:
             message = str(exc)
         except Exception as exc:  # recorded, so that the session never stays "running"
             log.exception("session %s failed", session_id)
             message = f"unexpected error: {exc}"
         finally:
-            running = self._running.pop(session_id, None)
-            try:
-                self._finish(session_id, status, message, outcome, time.monotonic() - began)
-            finally:
-                if running is not None:
-                    running.lock.release()
+            follower.cancel()
+            if self._stop_requested(session_id):
+                status, message = "stopped", "stopped on request"
+            elif agent_run.cancelled():
+                status = "stopped"
+            self._end(session_id, status, message, outcome, time.monotonic() - began)
+
+    async def _follow_stop(self, session_id: str, after_seq: int,
+                           agent_run: asyncio.Task[AgentOutcome]) -> None:
+        """Cancel the agent's run when any process asks for the session to stop."""
+        async with self.store.subscribe(topic="session.stop_requested",
+                                        stream=session_stream(session_id),
+                                        after_seq=after_seq) as requests:
+            async for _ in requests:
+                agent_run.cancel()
+                return
+
+    def _end(self, session_id: str, status: SessionStatus, message: str,
+             outcome: AgentOutcome | None, duration_s: float) -> None:
+        """Record the end and let go of the session's locks. If the record cannot be written
+        (a full disk), the owner lock stays held for this process's life: the session reads
+        as running, never as lost (which would end this process's other agents)."""
+        running = self._running.pop(session_id, None)
+        try:
+            self._finish(session_id, status, message, outcome, duration_s)
+        except Exception as exc:
+            log.error("session %s: its end (%s) cannot be recorded: %s", session_id, status,
+                      exc)
+            if running is not None and running.busy is not None:
+                running.busy.release()
+            return
+        if running is not None:
+            running.lock.release()
+            if running.busy is not None:
+                running.busy.release()
 
     def _finish(self, session_id: str, status: SessionStatus, message: str,
                 outcome: AgentOutcome | None, duration_s: float) -> None:
@@ -189,27 +269,28 @@ class SessionService:
 
     def list(self, limit: int | None = None, status: SessionStatus | None = None,
              agent: str | None = None) -> list[SessionInfo]:
-        """Sessions newest first, of one status and agent if given, at most `limit`."""
-        finished = {frame.meta["session_id"]: frame
-                    for frame in self.store.read(topic="session.finished")
-                    if frame.stream.startswith("sessions/")}
+        """Sessions newest first, of one status and agent if given, at most `limit`.
+        Without a filter only `limit` sessions are read; with one, every session's first
+        frame may be (newest first, until `limit` match)."""
         found: list[SessionInfo] = []
-        for frame in reversed(list(self.store.read(topic="session.started"))):
-            if not frame.stream.startswith("sessions/"):
+        for frame in self._started_newest_first(None if status or agent else limit):
+            if not frame.stream.startswith(STREAM_PREFIX):
                 continue
-            end = finished.get(frame.meta.get("session_id"))
-            info = project(frame.meta, frame.ts, frame.hash,
-                           end.meta if end else None, end.ts if end else None,
-                           end.hash if end else None)
-            if not info.ended and info.session_id not in self._running and \
-                    not self._owner_alive(info):
-                info = self._record_lost(info)
+            try:
+                info = self.get(frame.stream.removeprefix(STREAM_PREFIX))
+            except UnknownSession:
+                continue
             if (status is None or info.status == status) and \
                     (agent is None or info.agent == agent):
                 found.append(info)
                 if limit is not None and len(found) >= limit:
                     break
         return found
+
+    def _started_newest_first(self, limit: int | None) -> Sequence[Frame]:
+        if limit is not None:
+            return list(reversed(self.store.last("session.started", limit)))
+        return list(reversed(list(self.store.read(topic="session.started"))))
 
     def text(self, hash_: str | None) -> str:
         """A prompt's or a final text's content ("" for none)."""
@@ -254,8 +335,9 @@ class SessionService:
     # -- stopping ----------------------------------------------------------------------------
 
     async def stop(self, session_id: str, *, by: str = "ralph") -> SessionInfo:
-        """End the session's agent (its whole process tree) wherever it runs; the session
-        as recorded then (`stopped`, or how it ended if it ended first)."""
+        """Ask the session to stop, wherever it runs (its owner ends the agent's whole
+        process tree); the session as recorded then: `stopped`, how it ended if it ended
+        first, or still `running` if its owner did not answer within STOP_WAIT_S."""
         info = self.get(session_id)
         if info.ended:
             return info
@@ -265,28 +347,15 @@ class SessionService:
         if running is not None:
             running.task.cancel()
             await asyncio.wait([running.task])
-            if self._running.pop(session_id, None) is not None:
-                # cancelled before it began: its body (and its finally) never ran
-                try:
-                    self._finish(session_id, "stopped", "stopped on request", None, 0.0)
-                finally:
-                    running.lock.release()
+            if session_id in self._running:  # cancelled before it began: nothing ran
+                self._end(session_id, "stopped", "stopped on request", None, 0.0)
             return self.get(session_id)
-        pgid = self._agent_pgid(session_id)
-        if pgid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGTERM)
-        info = await self.wait(session_id, STOP_GRACE_S)
-        if not info.ended and pgid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-            info = await self.wait(session_id, STOP_GRACE_S)
-        return info
+        return await self.wait(session_id, STOP_WAIT_S)
 
     async def aclose(self) -> None:
         """Stop the sessions this process runs (a server shutting down)."""
-        for session_id in list(self._running):
-            await self.stop(session_id, by="shutdown")
+        await asyncio.gather(*(self.stop(session_id, by="shutdown")
+                               for session_id in list(self._running)))
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -306,26 +375,27 @@ class SessionService:
                        end.ts if end else None, end.hash if end else None)
 
     def _owner_alive(self, info: SessionInfo) -> bool:
-        return FileLock(self.session_dir(info.session_id) / "owner.lock").is_held_elsewhere()
+        """Its lock is held, or (the lock file deleted, say) its owner process still runs.
+        A session of this very process is never lost: it runs, or its end could not be
+        recorded (see `_end`)."""
+        if info.owner == owner_id():
+            return True
+        if FileLock(self.session_dir(info.session_id) / "owner.lock").is_held_elsewhere():
+            return True
+        return _process_runs(info.owner_pid)
 
     def _record_lost(self, info: SessionInfo) -> SessionInfo:
         lock = FileLock(self.session_dir(info.session_id) / "owner.lock")
-        try:
-            taken = lock.try_acquire()
-        except RalphError:  # its folder is gone: record it all the same
-            taken = True
-        if not taken:  # its owner (or another reader) holds it after all
+        if not lock.try_acquire():  # its owner (or another reader) holds it after all
             return self._project(info.session_id)
         try:
             current = self._project(info.session_id)
             if current.ended:  # it finished between the two reads
                 return current
-            started = next(iter(self.store.read(topic="session.started",
-                                                stream=session_stream(info.session_id),
-                                                limit=1)))
-            owner = started.meta.get("owner")
-            if isinstance(owner, str) and owner:
-                kill_owned(owner)
+            if info.owner:
+                kill_owned(info.owner)
+            if self._project(info.session_id).ended:  # recorded meanwhile, after all
+                return self._project(info.session_id)
             self.store.append("session.finished", {
                 "session_id": info.session_id, "status": "lost", "exit_code": None,
                 "agent_session_id": None, "usage": None, "cost_usd": None,
@@ -341,7 +411,20 @@ class SessionService:
                                          stream=session_stream(session_id), limit=1)),
                     None) is not None
 
-    def _agent_pgid(self, session_id: str) -> int | None:
-        frames = list(self.store.read(topic="session.process",
-                                      stream=session_stream(session_id)))
-        return int(frames[-1].meta["pgid"]) if frames else None
+
+
+def _process_runs(pid: int) -> bool:
+    """`pid` is a running process (a zombie does not count)."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b") ", 1)[1][:1] != b"Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
