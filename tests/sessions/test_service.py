@@ -29,6 +29,7 @@ from ralph.sessions import (
     session_stream,
 )
 from ralph.store import Store
+from tests.loop.conftest import kill_guard_of
 
 AGENTS = {
     "echo": ["sh", "-c", "cat; echo; echo finished"],
@@ -243,8 +244,11 @@ def test_a_session_whose_owner_died_is_lost_and_its_tree_ended(root: Path,
         assert time.monotonic() < deadline
         time.sleep(0.05)
     child = int(pid_file.read_text())
-    os.kill(proc.pid, signal.SIGKILL)  # the owner only: its guard and our reader clean up
+    started = next(iter(store.read(topic="session.started", stream=session_stream(sid))))
+    kill_guard_of(started.meta["owner"])  # the owner's guard would end the child: not here
+    os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert alive(child)  # nobody has cleaned up yet
     try:
         sessions = service(root, store)
         info = sessions.get(sid)
