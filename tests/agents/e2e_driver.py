@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -19,8 +20,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from ralph.config import load_config
 from ralph.loop import LoopService
 from ralph.scaffold import scaffold
+from ralph.sessions import SessionInfo, SessionService
+from ralph.store import Store
 from ralph.testing.fakellm import FakeLLM
 from tests.agents.clienv import REQUESTS_PER_429_RUN, base_env, setup
 
@@ -66,7 +70,8 @@ def loopback_only() -> bool:
 def main() -> int:
     args = argparse.ArgumentParser()
     args.add_argument("--cli", required=True)
-    args.add_argument("--case", required=True, choices=["success", "429", "hang", "server", "401"])
+    args.add_argument("--case", required=True,
+                      choices=["success", "429", "hang", "server", "401", "continue"])
     args.add_argument("--project", required=True, type=Path)
     args.add_argument("--out", required=True, type=Path)
     opts = args.parse_args()
@@ -83,6 +88,11 @@ def main() -> int:
         os.environ.clear()
         os.environ.update(base_env(home))
         make_project(root, opts.cli, cli.argv, cli.env, opts.case, tasks)
+        if opts.case == "continue":
+            turns = two_turns(root)
+            turns["requests"] = [r.to_dict() for r in fake.requests]
+            opts.out.write_text(json.dumps(turns, default=str))
+            return 0
         service = LoopService(root)
         try:
             if opts.case in ("server", "401"):
@@ -102,6 +112,25 @@ def main() -> int:
         result["requests"] = [r.to_dict() for r in fake.requests]
     opts.out.write_text(json.dumps(result, default=str))
     return 0
+
+
+FIRST_TURN = "Remember the code word PINEAPPLE."
+SECOND_TURN = "Which code word did I give you?"
+
+
+def two_turns(root: Path) -> dict[str, Any]:
+    """An agent session, then a second one continuing its conversation (ralph.sessions)."""
+
+    async def go() -> tuple[SessionInfo, SessionInfo]:
+        with Store(root / ".ralph" / "store") as store:
+            sessions = SessionService(root, load_config(root), store)
+            first = await sessions.wait(await sessions.launch(FIRST_TURN), 240)
+            second = await sessions.wait(await sessions.launch(
+                SECOND_TURN, continue_from=first.session_id), 240)
+            return first, second
+
+    first, second = asyncio.run(go())
+    return {"first": dataclasses.asdict(first), "second": dataclasses.asdict(second)}
 
 
 def make_project(root: Path, cli: str, argv: list[str], env: dict[str, str], case: str,

@@ -151,3 +151,17 @@ def _cmdline(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_an_agent_session_continues_the_clis_conversation(tmp_path: Path, cli: str) -> None:
+    result = drive(tmp_path, cli, "continue")
+    first, second = result["first"], result["second"]
+    assert first["status"] == "completed" and first["agent_session_id"], first
+    assert second["status"] == "completed", second
+    assert second["continue_from"] == first["session_id"]
+    model_calls = [r for r in result["requests"] if r["rule"] is not None]
+    last = model_calls[-1]
+    assert last["last_user_text"] and "Which code word" in last["last_user_text"]
+    # The CLI sent the earlier turn along: the conversation went on, it did not start over.
+    assert "PINEAPPLE" in json.dumps(last["body"])

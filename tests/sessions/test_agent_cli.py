@@ -180,3 +180,16 @@ def test_a_prompt_on_stdin_that_is_not_utf8_is_bad_input(tmp_path: Path) -> None
                             capture_output=True, timeout=TIMEOUT, check=False)
     assert result.returncode == 2
     assert result.stderr == b"error: the prompt on stdin is not valid UTF-8\n"
+
+
+def test_continue_needs_an_agent_that_can_and_a_session_that_ended(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    first = ralph(root, "agent", "run", "x", "--quiet")
+    session_id = first.stderr.split()[1]
+    for args, words in [
+            (["--continue", session_id], "cannot be continued: its agent 'echo' reported no "
+                                         "conversation id"),
+            (["--continue", "ses_nope"], "no agent session 'ses_nope'")]:
+        result = ralph(root, "agent", "run", "more", *args)
+        assert result.returncode == 2 and words in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.agents import adapter_for
 from ralph.agents.base import AgentError
 from ralph.config import ConfigError, load_config
 from ralph.containment import owner_id
@@ -436,3 +437,32 @@ def test_list_without_a_filter_reads_only_what_it_shows(root: Path, store: Store
     monkeypatch.setattr(sessions, "get", get)
     assert [s.session_id for s in sessions.list(limit=2)] == ids[:-3:-1]
     assert read == ids[:-3:-1]
+
+
+def test_continue_argv_of_each_adapter() -> None:
+    def cont(adapter: str, argv: list[str]) -> list[str]:
+        return adapter_for(adapter).continue_argv(argv, "C1")
+
+    assert cont("claude", ["claude", "-p", "--verbose"]) == [
+        "claude", "-p", "--resume", "C1", "--verbose"]
+    assert cont("codex", ["codex", "exec", "--json", "-"]) == [
+        "codex", "exec", "--json", "resume", "C1", "-"]
+    assert cont("codex", ["codex", "exec", "--json", "{prompt}"]) == [
+        "codex", "exec", "--json", "resume", "C1", "{prompt}"]
+    assert cont("gemini", ["gemini", "-p", "{prompt}"]) == [
+        "gemini", "--resume", "C1", "-p", "{prompt}"]
+    assert cont("opencode", ["opencode", "run", "--format", "json"]) == [
+        "opencode", "run", "--session", "C1", "--format", "json"]
+    with pytest.raises(AgentError, match="'command' cannot continue a conversation"):
+        cont("command", ["sh", "-c", "cat"])
+
+
+def test_a_running_session_cannot_be_continued(root: Path, store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        sid = await sessions.launch("x", "slow")
+        with pytest.raises(SessionError, match="still running"):
+            await sessions.launch("y", continue_from=sid, allow_concurrent=True)
+        await sessions.aclose()
+
+    asyncio.run(go())

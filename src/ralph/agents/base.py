@@ -347,6 +347,13 @@ class Adapter(ABC):
     def default_argv(self, model: str | None) -> list[str]:
         """The CLI's non-interactive invocation when ralph.toml gives no argv."""
 
+    def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
+        """`argv` (placeholders not yet filled) continuing the CLI's own conversation
+        `conversation` (the session id it reported), so the prompt is a follow-up with the
+        earlier turns in context. An adapter whose CLI cannot raises AgentError."""
+        raise AgentError(f"agent adapter '{self.name}' cannot continue a conversation: its "
+                         "program keeps none between runs")
+
     def build(self, argv: list[str], model: str | None, prompt: str,
               prompt_file: str) -> AgentCommand:
         """Fill `{prompt}` / `{prompt_file}` in argv; without either, the prompt goes to stdin."""
@@ -395,3 +402,11 @@ def classify_failure(exit_code: int | None, parser: OutputParser,
     elif parser.last_error and text.status == "error":
         text.message = parser.last_error
     return text
+
+
+def insert_after(argv: list[str], anchors: tuple[str, ...], extra: list[str]) -> list[str]:
+    """`extra` inserted after the first of `anchors` in `argv` (else after the program)."""
+    for i, arg in enumerate(argv):
+        if arg in anchors:
+            return [*argv[:i + 1], *extra, *argv[i + 1:]]
+    return [*argv[:1], *extra, *argv[1:]]

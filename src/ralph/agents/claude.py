@@ -25,6 +25,7 @@ from ralph.agents.base import (
     Login,
     OutputParser,
     classify_failure,
+    insert_after,
     text_of,
 )
 from ralph.agents.login import claude_login
@@ -109,6 +110,9 @@ class ClaudeAdapter(Adapter):
     install_hint = "npm install -g @anthropic-ai/claude-code"
     login_hint = ("run `claude auth login`, or set ANTHROPIC_API_KEY (or "
                   "CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`)")
+
+    def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
+        return insert_after(argv, ("-p", "--print"), ["--resume", conversation])
 
     def default_argv(self, model: str | None) -> list[str]:
         # acceptEdits: file edits are allowed, other tools are not. Full auto: replace it in

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph.agents.base import (
+    PROMPT_PLACEHOLDER,
     Adapter,
     AgentEvent,
     Classification,
@@ -107,6 +108,14 @@ class CodexAdapter(Adapter):
     # `codex exec` sends CODEX_API_KEY, not OPENAI_API_KEY (checked with 0.169.0)
     login_hint = ("run `codex login` (an API key: `printenv OPENAI_API_KEY | codex login "
                   "--with-api-key`), or set CODEX_API_KEY")
+
+    def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
+        # `codex exec [OPTIONS] resume <id> [PROMPT]`: the subcommand and the id go just
+        # before the prompt (`-` for stdin, or the placeholder), exec's options before them.
+        for i in range(len(argv) - 1, 0, -1):
+            if argv[i] == "-" or PROMPT_PLACEHOLDER in argv[i]:
+                return [*argv[:i], "resume", conversation, *argv[i:]]
+        return [*argv, "resume", conversation]
 
     def default_argv(self, model: str | None) -> list[str]:
         # workspace-write: the agent edits the project and runs commands inside a sandbox.

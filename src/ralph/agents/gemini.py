@@ -24,6 +24,7 @@ from ralph.agents.base import (
     Login,
     OutputParser,
     classify_failure,
+    insert_after,
     text_of,
 )
 from ralph.agents.login import gemini_login
@@ -93,6 +94,9 @@ class GeminiAdapter(Adapter):
     binary = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
     login_hint = "run `gemini` and sign in with Google, or set GEMINI_API_KEY"
+
+    def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
+        return insert_after(argv, (), ["--resume", conversation])
 
     def default_argv(self, model: str | None) -> list[str]:
         argv = ["gemini", "-o", "stream-json", "--approval-mode", "yolo"]

@@ -29,6 +29,7 @@ from ralph.agents.base import (
     Login,
     OutputParser,
     classify_failure,
+    insert_after,
     text_of,
 )
 from ralph.agents.login import opencode_login
@@ -124,6 +125,9 @@ class OpencodeAdapter(Adapter):
     install_hint = "npm install -g opencode-ai"
     login_hint = ("run `opencode auth login`, or set the provider's API key (e.g. "
                   "ANTHROPIC_API_KEY)")
+
+    def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
+        return insert_after(argv, ("run",), ["--session", conversation])
 
     def default_argv(self, model: str | None) -> list[str]:
         # The prompt goes to stdin: as an argument opencode would quote it, and a long prompt

@@ -71,6 +71,9 @@ def run(
         help="Agent name (default: loop.default_agent in ralph.toml).")] = None,
     title: Annotated[str | None, typer.Option("--title", metavar="TEXT",
                                               help="A title to list it by.")] = None,
+    continue_from: Annotated[str | None, typer.Option(
+        "--continue", metavar="SESSION_ID",
+        help="Continue that session's conversation (its agent keeps the context).")] = None,
     json: JsonOption = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -96,11 +99,12 @@ def run(
         error_line(str(exc))
         raise typer.Exit(2) from None
     if detach:
-        _detach(project, text, agent, title)
+        _detach(project, text, agent, title, continue_from)
     ended: list[SessionInfo] = []
 
     async def go(sessions: SessionService) -> None:
-        session_id = await sessions.launch(text, agent, title=title)
+        session_id = await sessions.launch(text, agent, title=title,
+                                           continue_from=continue_from)
         sys.stderr.write(f"session {session_id} (`ralph agent stop {session_id}` stops it)\n")
         sys.stderr.flush()
         viewer = None if quiet else asyncio.get_running_loop().create_task(
@@ -154,7 +158,8 @@ def _print_ended(sessions: SessionService, info: SessionInfo, *, json: bool) -> 
                    f"{terminal_safe(info.message or '')}")
 
 
-def _detach(project: Path, prompt: str, agent: str | None, title: str | None) -> None:
+def _detach(project: Path, prompt: str, agent: str | None, title: str | None,
+            continue_from: str | None) -> None:
     """Start the session in a background process of its own (ralph.sessions.detached), print
     its id and exit: 0 launched, 2 refused (its one-line error on stderr)."""
     import subprocess
@@ -162,6 +167,7 @@ def _detach(project: Path, prompt: str, agent: str | None, title: str | None) ->
     argv = [sys.executable, "-m", "ralph.sessions.detached", str(project)]
     argv += ["--agent", agent] if agent else []
     argv += ["--title", title] if title else []
+    argv += ["--continue", continue_from] if continue_from else []
     child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, start_new_session=True, text=True)
     assert child.stdin is not None and child.stdout is not None

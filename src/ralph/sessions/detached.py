@@ -1,6 +1,7 @@
 """The background process of `ralph agent run --detach`: it owns one session until it ends.
 
-    python -m ralph.sessions.detached ROOT [--agent NAME] [--title TEXT]   (prompt on stdin)
+    python -m ralph.sessions.detached ROOT [--agent NAME] [--title TEXT] [--continue ID]
+                                       (the prompt on stdin)
 
 Its first line on stdout is the session's id, or `error: ...` (exit 2) when the session
 cannot be launched; then it closes stdout, so the command that started it can return, and
@@ -23,11 +24,13 @@ from ralph.sessions.service import SessionService
 from ralph.store import Store
 
 
-async def _own(root: Path, prompt: str, agent: str | None, title: str | None) -> int:
+async def _own(root: Path, prompt: str, agent: str | None, title: str | None,
+               continue_from: str | None) -> int:
     with Store(root / ".ralph" / "store") as store:
         sessions = SessionService(root, load_config(root), store)
         try:
-            session_id = await sessions.launch(prompt, agent, title=title)
+            session_id = await sessions.launch(prompt, agent, title=title,
+                                               continue_from=continue_from)
         except RalphError as exc:
             _say(f"error: {exc}")
             return 2
@@ -59,10 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", type=Path)
     parser.add_argument("--agent")
     parser.add_argument("--title")
+    parser.add_argument("--continue", dest="continue_from")
     args = parser.parse_args(argv)
     prompt = sys.stdin.read()
     try:
-        return asyncio.run(_own(args.root, prompt, args.agent, args.title))
+        return asyncio.run(_own(args.root, prompt, args.agent, args.title,
+                                args.continue_from))
     except RalphError as exc:  # ralph.toml, the store
         _say(f"error: {exc}")
         return 2

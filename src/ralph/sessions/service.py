@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +103,16 @@ class SessionService:
     # -- launching ---------------------------------------------------------------------------
 
     async def launch(self, prompt: str, agent: str | None = None, *, title: str | None = None,
-                     cwd: Path | None = None, env: Mapping[str, str] | None = None,
-                     timeout_s: float | None = None, allow_concurrent: bool = False) -> str:
-        """Start `agent` (default: loop.default_agent) on `prompt` in the background; the
-        session's id. Raises SessionError (empty prompt, a directory that is not there, the
-        agent already running here), ConfigError (unknown agent) or AgentError (its program
-        cannot start) before anything is recorded."""
+                     cwd: Path | None = None, continue_from: str | None = None,
+                     env: Mapping[str, str] | None = None, timeout_s: float | None = None,
+                     allow_concurrent: bool = False) -> str:
+        """Start `agent` (default: loop.default_agent, or the agent of `continue_from`) on
+        `prompt` in the background; the session's id. `continue_from`: an ended session
+        whose CLI conversation this one continues (the CLI's own resume, so the agent keeps
+        its context). Raises SessionError (empty prompt, a directory that is not there, the
+        agent already running here, a session that cannot be continued), ConfigError
+        (unknown agent) or AgentError (its program cannot start, or cannot continue) before
+        anything is recorded."""
         if not prompt.strip():
             raise SessionError("the prompt is empty: say what the agent should do")
         for name, text in (("prompt", prompt), ("title", title or "")):
@@ -118,15 +122,25 @@ class SessionService:
                 raise SessionError(f"the {name} is not valid text (UTF-8)") from None
         if self.config is None:
             raise SessionError("launching needs the project's ralph.toml")
-        resolved = self.config.agent(agent or self.config.loop.default_agent)
-        where = (cwd or self.root).resolve()
+        earlier = self._continuable(continue_from) if continue_from is not None else None
+        resolved = self.config.agent(agent or (earlier.agent if earlier else None)
+                                     or self.config.loop.default_agent)
+        where = (cwd or (Path(earlier.cwd) if earlier else self.root)).resolve()
         if not where.is_dir():
             raise SessionError(f"{where} is not a directory")
         adapter = adapter_for(resolved.adapter)
         session_id = new_session_id()
         folder = self.session_dir(session_id)
         prompt_file = folder / "prompt.md"
-        command = adapter.build(list(resolved.argv), resolved.model, prompt, str(prompt_file))
+        argv = list(resolved.argv) or adapter.default_argv(resolved.model)
+        if earlier is not None:
+            if earlier.agent != resolved.name:
+                raise SessionError(f"session {earlier.session_id} ran agent '{earlier.agent}': "
+                                   f"only that agent can continue it, not '{resolved.name}'")
+            assert earlier.agent_session_id is not None  # checked by _continuable
+            argv = adapter.continue_argv(argv, earlier.agent_session_id)
+            resolved = replace(resolved, argv=tuple(argv))  # what run_agent will run
+        command = adapter.build(argv, resolved.model, prompt, str(prompt_file))
         resolve_program(command.argv, resolved, adapter.install_hint)
         busy = None if allow_concurrent else self._claim(resolved.name, where, session_id)
         lock = FileLock(folder / "owner.lock")
@@ -137,7 +151,7 @@ class SessionService:
             log_path = folder / "agent.log"
             started = self.store.append("session.started", {
                 "session_id": session_id, "agent": resolved.name, "title": title,
-                "cwd": str(where), "argv": command.shown, "continue_from": None,
+                "cwd": str(where), "argv": command.shown, "continue_from": continue_from,
                 "approvals": "auto", "owner_pid": os.getpid(), "owner": owner_id(),
                 "log_path": str(log_path)}, content=prompt, stream=session_stream(session_id))
         except BaseException:
@@ -151,6 +165,20 @@ class SessionService:
                       env, timeout_s))
         self._running[session_id] = _Running(task, lock, busy)
         return session_id
+
+    def _continuable(self, session_id: str) -> SessionInfo:
+        """The ended session `session_id`, with the CLI's conversation id to resume."""
+        try:
+            earlier = self.get(session_id)
+        except UnknownSession as exc:
+            raise SessionError(str(exc)) from None
+        if not earlier.ended:
+            raise SessionError(f"session {session_id} is still running: continue it once it "
+                               "has ended")
+        if earlier.agent_session_id is None:
+            raise SessionError(f"session {session_id} cannot be continued: its agent "
+                               f"'{earlier.agent}' reported no conversation id")
+        return earlier
 
     def _claim(self, agent: str, cwd: Path, session_id: str) -> FileLock:
         """The (agent, directory) lock for the session's life; AgentBusy if another session
