@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ralph.config import load_config
 from ralph.loop import LoopService
 from ralph.scaffold import scaffold
-from ralph.sessions import SessionInfo, SessionService
+from ralph.sessions import SessionService
 from ralph.store import Store
 from ralph.testing.fakellm import FakeLLM
 from tests.agents.clienv import REQUESTS_PER_429_RUN, base_env, setup
@@ -121,16 +121,16 @@ SECOND_TURN = "Which code word did I give you?"
 def two_turns(root: Path) -> dict[str, Any]:
     """An agent session, then a second one continuing its conversation (ralph.sessions)."""
 
-    async def go() -> tuple[SessionInfo, SessionInfo]:
+    async def go() -> dict[str, Any]:
         with Store(root / ".ralph" / "store") as store:
             sessions = SessionService(root, load_config(root), store)
             first = await sessions.wait(await sessions.launch(FIRST_TURN), 240)
             second = await sessions.wait(await sessions.launch(
                 SECOND_TURN, continue_from=first.session_id), 240)
-            return first, second
+            return {"first": dataclasses.asdict(first), "second": dataclasses.asdict(second),
+                    "native": [dataclasses.asdict(c) for c in sessions.native()]}
 
-    first, second = asyncio.run(go())
-    return {"first": dataclasses.asdict(first), "second": dataclasses.asdict(second)}
+    return asyncio.run(go())
 
 
 def make_project(root: Path, cli: str, argv: list[str], env: dict[str, str], case: str,

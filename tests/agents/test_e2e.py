@@ -165,3 +165,9 @@ def test_an_agent_session_continues_the_clis_conversation(tmp_path: Path, cli: s
     assert last["last_user_text"] and "Which code word" in last["last_user_text"]
     # The CLI sent the earlier turn along: the conversation went on, it did not start over.
     assert "PINEAPPLE" in json.dumps(last["body"])
+    if cli in ("claude", "codex"):  # the CLI's own record of it, listed (ralph agent list --all)
+        [native] = [c for c in result["native"]
+                    if c["conversation_id"] == first["agent_session_id"]]
+        assert native["id"] == f"{cli}:{first['agent_session_id']}"
+        assert native["summary"] == "Remember the code word PINEAPPLE."
+        assert native["messages"] == 4  # two turns: two prompts, two answers

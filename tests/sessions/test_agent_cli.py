@@ -193,3 +193,29 @@ def test_continue_needs_an_agent_that_can_and_a_session_that_ended(tmp_path: Pat
         result = ralph(root, "agent", "run", "more", *args)
         assert result.returncode == 2 and words in result.stderr, result.stderr
         assert result.stderr.count("\n") == 1
+
+
+def test_list_all_adds_the_clis_conversations_and_they_continue_only_with_their_cli(
+        tmp_path: Path) -> None:
+    root = project(tmp_path)
+    home = tmp_path / "home"
+    name = "".join(ch if ch.isalnum() else "-" for ch in str(root.resolve()))
+    convo = home / ".claude" / "projects" / name / "c9.jsonl"
+    convo.parent.mkdir(parents=True)
+    convo.write_text(json.dumps({"type": "user", "timestamp": "2026-11-03T00:00:00Z",
+                                 "message": {"role": "user", "content": "Earlier work"}}) + "\n")
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    listed = subprocess.run([*RALPH, "agent", "list", "--all", "--json"], cwd=root, env=env,
+                            capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert listed.returncode == 0, listed.stderr
+    [native] = json.loads(listed.stdout)
+    assert (native["kind"], native["id"], native["summary"], native["messages"]) == (
+        "native", "claude:c9", "Earlier work", 1)
+    table = subprocess.run([*RALPH, "agent", "list", "--all"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=TIMEOUT, check=False).stdout
+    assert "claude:c9" in table and "Earlier work" in table
+    wrong = ralph(root, "agent", "run", "more", "--agent", "echo", "--continue", "claude:c9")
+    assert wrong.returncode == 2
+    assert "claude:c9 is a claude conversation: continue it with an agent whose adapter is " \
+           "claude, not 'echo' (command)" in wrong.stderr

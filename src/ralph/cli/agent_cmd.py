@@ -233,32 +233,45 @@ def watch(
 def list_(
     limit: Annotated[int, typer.Option("--limit", metavar="N", callback=at_least(1, 1_000_000),
                                        help="At most this many.")] = 50,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Also the agent CLIs' own conversations here (Claude Code, Codex).")
+    ] = False,
     json: JsonOption = False,
     root: RootOption = None,
 ) -> None:
-    """The agent sessions of this project, newest first."""
-    from ralph.cli.texttable import Column, print_table
+    """The agent sessions of this project, newest first (with --all, then the CLIs' own
+    conversations, which `ralph agent run --continue ID` continues)."""
+    from dataclasses import asdict
+
+    from ralph.cli.texttable import Cell, Column, print_table
 
     try:
         project, store = _open(root)
         with store:
-            sessions = _service(project, store)
+            sessions = _service(project, store, launching=all_ and (project / "ralph.toml")
+                                .is_file())
             found = sessions.list(limit=limit)
+            native = sessions.native() if all_ else []
             if json:
-                write_json([_record(sessions, info, texts=False) for info in found])
+                write_json([_record(sessions, info, texts=False) for info in found] +
+                           [{"kind": "native", **asdict(c)} for c in native])
                 return
     except RalphError as exc:
         error_line(str(exc))
         raise typer.Exit(2) from None
-    if not found:
+    if not found and not native:
         typer.echo("no agent sessions")
         return
+    rows: list[list[Cell]] = [
+        [[(info.session_id, "")], [(terminal_safe(info.agent), "")],
+         [(info.status.replace("_", " "), "")],
+         [(info.started_at[:19].replace("T", " "), "")],
+         [(terminal_safe(info.title or ""), "")]] for info in found]
+    rows += [[[(c.id, "")], [(c.adapter, "")], [(f"{c.messages} messages", "")],
+              [((c.first_at or "")[:19].replace("T", " "), "")],
+              [(terminal_safe(c.summary), "")]] for c in native]
     print_table([Column("id"), Column("agent"), Column("status"), Column("started"),
-                 Column("title", wrap=True)],
-                [[[(info.session_id, "")], [(terminal_safe(info.agent), "")],
-                  [(info.status.replace("_", " "), "")],
-                  [(info.started_at[:19].replace("T", " "), "")],
-                  [(terminal_safe(info.title or ""), "")]] for info in found])
+                 Column("title", wrap=True)], rows)
 
 
 @app.command(cls=HelpCommand)

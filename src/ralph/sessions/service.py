@@ -34,6 +34,7 @@ from ralph.config import Config, ResolvedAgent
 from ralph.containment import kill_owned, owner_id
 from ralph.errors import RalphError
 from ralph.flock import FileLock
+from ralph.sessions.native import NativeConversation, native_conversations, split_native_id
 from ralph.sessions.records import (
     STREAM_PREFIX,
     SessionInfo,
@@ -109,8 +110,9 @@ class SessionService:
         """Start `agent` (default: loop.default_agent, or the agent of `continue_from`) on
         `prompt` in the background; the session's id. `continue_from`: an ended session
         whose CLI conversation this one continues (the CLI's own resume, so the agent keeps
-        its context). Raises SessionError (empty prompt, a directory that is not there, the
-        agent already running here, a session that cannot be continued), ConfigError
+        its context), or a CLI's own conversation (`claude:<id>`, `codex:<id>`: see
+        ralph.sessions.native). Raises SessionError (empty prompt, a directory that is not
+        there, the agent already running here, a session that cannot be continued), ConfigError
         (unknown agent) or AgentError (its program cannot start, or cannot continue) before
         anything is recorded."""
         if not prompt.strip():
@@ -122,8 +124,11 @@ class SessionService:
                 raise SessionError(f"the {name} is not valid text (UTF-8)") from None
         if self.config is None:
             raise SessionError("launching needs the project's ralph.toml")
-        earlier = self._continuable(continue_from) if continue_from is not None else None
+        native = split_native_id(continue_from) if continue_from is not None else None
+        earlier = (self._continuable(continue_from)
+                   if continue_from is not None and native is None else None)
         resolved = self.config.agent(agent or (earlier.agent if earlier else None)
+                                     or (native[0] if native else None)
                                      or self.config.loop.default_agent)
         where = (cwd or (Path(earlier.cwd) if earlier else self.root)).resolve()
         if not where.is_dir():
@@ -133,12 +138,20 @@ class SessionService:
         folder = self.session_dir(session_id)
         prompt_file = folder / "prompt.md"
         argv = list(resolved.argv) or adapter.default_argv(resolved.model)
+        conversation = None
         if earlier is not None:
             if earlier.agent != resolved.name:
                 raise SessionError(f"session {earlier.session_id} ran agent '{earlier.agent}': "
                                    f"only that agent can continue it, not '{resolved.name}'")
-            assert earlier.agent_session_id is not None  # checked by _continuable
-            argv = adapter.continue_argv(argv, earlier.agent_session_id)
+            conversation = earlier.agent_session_id  # not None: checked by _continuable
+        elif native is not None:
+            if resolved.adapter != native[0]:
+                raise SessionError(f"{continue_from} is a {native[0]} conversation: continue "
+                                   f"it with an agent whose adapter is {native[0]}, not "
+                                   f"'{resolved.name}' ({resolved.adapter})")
+            conversation = native[1]
+        if conversation is not None:
+            argv = adapter.continue_argv(argv, conversation)
             resolved = replace(resolved, argv=tuple(argv))  # what run_agent will run
         command = adapter.build(argv, resolved.model, prompt, str(prompt_file))
         resolve_program(command.argv, resolved, adapter.install_hint)
@@ -319,6 +332,22 @@ class SessionService:
         if limit is not None:
             return list(reversed(self.store.last("session.started", limit)))
         return list(reversed(list(self.store.read(topic="session.started"))))
+
+    def native(self) -> Sequence[NativeConversation]:
+        """The agent CLIs' own conversations for the project (ralph.sessions.native), found
+        where each CLI keeps them for this user and for the environment ralph.toml gives
+        its claude and codex agents; newest first."""
+        envs: list[Mapping[str, str]] = [os.environ]
+        if self.config is not None:
+            for name in self.config.agents:
+                resolved = self.config.agent(name)
+                if resolved.adapter in ("claude", "codex") and resolved.env:
+                    envs.append({**os.environ, **resolved.env})
+        found: dict[str, NativeConversation] = {}
+        for env in envs:
+            for conversation in native_conversations(self.root, env):
+                found.setdefault(conversation.id, conversation)
+        return sorted(found.values(), key=lambda c: c.last_at or "", reverse=True)
 
     def text(self, hash_: str | None) -> str:
         """A prompt's or a final text's content ("" for none)."""

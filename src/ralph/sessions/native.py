@@ -1,0 +1,154 @@
+"""The agent CLIs' own past conversations for a project, read from their files (never
+written): Claude Code's under `$CLAUDE_CONFIG_DIR` (default `~/.claude`)
+`/projects/<the directory's path, every character but letters and digits as ->/<id>.jsonl`,
+and Codex CLI's under `$CODEX_HOME` (default `~/.codex`) `/sessions/YYYY/MM/DD/rollout-*.jsonl`
+whose first line (`session_meta`) names the directory. Gemini CLI and opencode keep theirs
+in forms not read here.
+
+Each is listed with an id `<adapter>:<conversation id>`, which `SessionService.launch`
+accepts as `continue_from`: the CLI resumes it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+NATIVE_ADAPTERS = ("claude", "codex")
+SUMMARY_CHARS = 200
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a bigger file is listed without reading it through
+
+
+@dataclass
+class NativeConversation:
+    """One conversation an agent CLI keeps on disk."""
+
+    id: str  # "<adapter>:<conversation id>"
+    adapter: str
+    conversation_id: str
+    summary: str  # its first user message, shortened
+    messages: int  # user and assistant messages
+    first_at: str | None
+    last_at: str | None
+    path: str
+
+
+def native_conversations(cwd: Path, env: Mapping[str, str] | None = None
+                         ) -> list[NativeConversation]:
+    """The conversations Claude Code and Codex CLI keep for `cwd`, newest first."""
+    env = os.environ if env is None else env
+    found = [*_claude(cwd, env), *_codex(cwd, env)]
+    found.sort(key=lambda c: c.last_at or "", reverse=True)
+    return found
+
+
+def split_native_id(reference: str) -> tuple[str, str] | None:
+    """(adapter, conversation id) of `claude:<id>` or `codex:<id>`; None for anything else."""
+    adapter, _, conversation = reference.partition(":")
+    if adapter in NATIVE_ADAPTERS and conversation:
+        return adapter, conversation
+    return None
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or Path.home())
+
+
+def _claude(cwd: Path, env: Mapping[str, str]) -> Iterator[NativeConversation]:
+    root = Path(env.get("CLAUDE_CONFIG_DIR") or _home(env) / ".claude")
+    folder = root / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
+    try:
+        files = sorted(folder.glob("*.jsonl"))
+    except OSError:
+        return
+    for path in files:
+        summary, count, first, last = "", 0, None, None
+        for entry in _lines(path):
+            kind = entry.get("type")
+            if kind not in ("user", "assistant") or entry.get("isMeta"):
+                continue
+            text = _text(entry.get("message", {}).get("content"))
+            if kind == "user" and (not text or text.startswith("<")):
+                continue  # a tool result, a command's output, a reminder Claude adds
+            count += 1
+            stamp = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
+            first = first or stamp
+            last = stamp or last
+            if kind == "user" and not summary:
+                summary = text
+        if count:
+            yield NativeConversation(f"claude:{path.stem}", "claude", path.stem,
+                                     _short(summary), count, first, last, str(path))
+
+
+def _codex(cwd: Path, env: Mapping[str, str]) -> Iterator[NativeConversation]:
+    root = Path(env.get("CODEX_HOME") or _home(env) / ".codex") / "sessions"
+    try:
+        files = sorted(root.glob("*/*/*/rollout-*.jsonl"))
+    except OSError:
+        return
+    for path in files:
+        entries = _lines(path)
+        meta = next(entries, None)
+        payload = meta.get("payload") if meta else None
+        if not isinstance(payload, dict) or payload.get("cwd") != str(cwd):
+            continue
+        conversation = str(payload.get("id") or "")
+        summary, count, first, last = "", 0, None, None
+        for entry in entries:
+            item = entry.get("payload")
+            if entry.get("type") != "response_item" or not isinstance(item, dict) or \
+                    item.get("type") != "message" or item.get("role") not in ("user",
+                                                                               "assistant"):
+                continue
+            text = _text(item.get("content"))
+            if item.get("role") == "user" and (text.startswith(("<", "# AGENTS.md")) or
+                                               not text):
+                continue  # the context Codex adds as user messages
+            count += 1
+            stamp = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
+            first = first or stamp
+            last = stamp or last
+            if item.get("role") == "user" and not summary:
+                summary = text
+        if conversation and count:
+            yield NativeConversation(f"codex:{conversation}", "codex", conversation,
+                                     _short(summary), count, first, last, str(path))
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; lines that are not are skipped."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return
+        with path.open("rb") as handle:
+            for line in handle:
+                try:
+                    entry = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(entry, dict):
+                    yield entry
+    except OSError:
+        return
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content
+                         if isinstance(part, dict) and part.get("type") in (
+                             "text", "input_text", "output_text")).strip()
+    return ""
+
+
+def _short(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= SUMMARY_CHARS else line[:SUMMARY_CHARS - 1] + "…"
