@@ -215,6 +215,14 @@ def test_list_all_adds_the_clis_conversations_and_they_continue_only_with_their_
     table = subprocess.run([*RALPH, "agent", "list", "--all"], cwd=root, env=env,
                            capture_output=True, text=True, timeout=TIMEOUT, check=False).stdout
     assert "claude:c9" in table and "Earlier work" in table
+    (root / "ralph.toml").write_text("[loop\n")  # broken: listing still works
+    relative = subprocess.run([*RALPH, "agent", "list", "--all", "--json", "--root",
+                               root.name], cwd=root.parent, env=env, capture_output=True,
+                              text=True, timeout=TIMEOUT, check=False)
+    assert relative.returncode == 0, relative.stderr
+    assert [n["id"] for n in json.loads(relative.stdout)] == ["claude:c9"]
+    (root / "ralph.toml").write_text("[loop]\ndefault_agent = \"echo\"\n\n" + "".join(
+        f"[agents.{name}]\nargv = {json.dumps(argv)}\n\n" for name, argv in AGENTS.items()))
     wrong = ralph(root, "agent", "run", "more", "--agent", "echo", "--continue", "claude:c9")
     assert wrong.returncode == 2
     assert "claude:c9 is a claude conversation: continue it with an agent whose adapter is " \

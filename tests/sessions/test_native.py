@@ -4,6 +4,7 @@ write them (the e2e test checks the real ones: tests/agents/test_e2e.py)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ralph.sessions.native import native_conversations, split_native_id
@@ -73,3 +74,24 @@ def test_native_ids() -> None:
 
 def re_name(path: Path) -> str:
     return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in str(path))
+
+
+def test_odd_files_and_entries_are_passed_over(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    folder = tmp_path / "home" / ".claude" / "projects" / re_name(project)
+    write_lines(folder / "odd.jsonl", [
+        {"type": "user", "message": "a string, not an object", "timestamp": "t1"},
+        {"type": "user", "message": None},
+        {"type": "assistant", "message": {"content": 42}},
+        claude_entry("user", "The real one", "2026-11-04T00:00:00Z")])
+    os.mkfifo(folder / "fifo.jsonl")  # would block a plain read forever
+    (folder / "dir.jsonl").mkdir()
+    env = {"HOME": str(tmp_path / "home")}
+    [found] = native_conversations(project, env)
+    assert (found.id, found.summary, found.messages) == ("claude:odd", "The real one", 1)
+
+
+def test_ids_that_could_pass_for_options_are_refused() -> None:
+    for bad in ("claude:--dangerously-skip-permissions", "codex:-x", "claude:a b",
+                "claude:" + "a" * 201):
+        assert split_native_id(bad) is None

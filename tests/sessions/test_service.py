@@ -466,3 +466,15 @@ def test_a_running_session_cannot_be_continued(root: Path, store: Store) -> None
         await sessions.aclose()
 
     asyncio.run(go())
+
+
+def test_watch_from_past_the_end_of_an_ended_session_returns_at_once(root: Path,
+                                                                     store: Store) -> None:
+    async def go() -> None:
+        sessions = service(root, store)
+        sid = await sessions.launch("x")
+        frames = [frame async for frame in sessions.watch(sid)]
+        after = [f async for f in sessions.watch(sid, after_seq=frames[-1].seq)]
+        assert after == []
+
+    asyncio.run(asyncio.wait_for(go(), 30))

@@ -14,6 +14,7 @@ from ralph.errors import RalphError
 from ralph.project import find_project_root
 
 if TYPE_CHECKING:
+    from ralph.config import Config
     from ralph.sessions import SessionInfo, SessionService
     from ralph.store import Store
 
@@ -36,11 +37,20 @@ def _open(root: Path | None, *, create: bool = False) -> tuple[Path, Store]:
     reading commands in a folder that is no project leave nothing behind."""
     from ralph.store import Store
 
-    project = root or find_project_root()
+    project = (root or find_project_root()).resolve()
     if not create and not (project / ".ralph").is_dir():
         raise RalphError(f"no Ralph project at {project} (no .ralph/ here or above): run "
                          "`ralph init`, or pass --root")
     return project, Store(project / ".ralph" / "store", create=create)
+
+
+def _config_if_valid(project: Path) -> Config | None:
+    from ralph.config import load_config
+
+    try:
+        return load_config(project)
+    except RalphError:
+        return None
 
 
 def _service(project: Path, store: Store, *, launching: bool = False) -> SessionService:
@@ -248,8 +258,9 @@ def list_(
     try:
         project, store = _open(root)
         with store:
-            sessions = _service(project, store, launching=all_ and (project / "ralph.toml")
-                                .is_file())
+            sessions = _service(project, store, launching=False)
+            if all_:  # the agents' env in ralph.toml may say where the CLIs keep theirs
+                sessions.config = _config_if_valid(project)
             found = sessions.list(limit=limit)
             native = sessions.native() if all_ else []
             if json:

@@ -50,8 +50,11 @@ async def _own(root: Path, prompt: str, agent: str | None, title: str | None,
 def _say(line: str) -> None:
     """The one line the starting command reads; stdout is closed after it (nothing else
     reads it, and a write to it later must not fail)."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except OSError:  # the command that started it is gone (Ctrl-C): the session goes on
+        pass
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,9 @@ import orjson
 
 NATIVE_ADAPTERS = ("claude", "codex")
 SUMMARY_CHARS = 200
-MAX_FILE_BYTES = 64 * 1024 * 1024  # a bigger file is listed without reading it through
+MAX_FILE_BYTES = 64 * 1024 * 1024  # of a conversation file, no more is read
+# A conversation id as the CLIs make them (UUIDs, opencode's `ses_...`): never an option.
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 @dataclass
@@ -49,11 +52,17 @@ def native_conversations(cwd: Path, env: Mapping[str, str] | None = None
 
 
 def split_native_id(reference: str) -> tuple[str, str] | None:
-    """(adapter, conversation id) of `claude:<id>` or `codex:<id>`; None for anything else."""
+    """(adapter, conversation id) of `claude:<id>` or `codex:<id>`; None for anything else
+    (an id that could pass for an option, `claude:--x`, included)."""
     adapter, _, conversation = reference.partition(":")
-    if adapter in NATIVE_ADAPTERS and conversation:
+    if adapter in NATIVE_ADAPTERS and valid_conversation_id(conversation):
         return adapter, conversation
     return None
+
+
+def valid_conversation_id(conversation: str) -> bool:
+    """Letters, digits, `.`, `_` and `-`, not first: safe as an argument of the CLI."""
+    return _CONVERSATION_ID.fullmatch(conversation) is not None
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -73,7 +82,11 @@ def _claude(cwd: Path, env: Mapping[str, str]) -> Iterator[NativeConversation]:
             kind = entry.get("type")
             if kind not in ("user", "assistant") or entry.get("isMeta"):
                 continue
-            text = _text(entry.get("message", {}).get("content"))
+            message = entry.get("message")
+            if not isinstance(message, dict) or \
+                    not isinstance(message.get("content"), (str, list)):
+                continue  # not a message as Claude Code writes them
+            text = _text(message["content"])
             if kind == "user" and (not text or text.startswith("<")):
                 continue  # a tool result, a command's output, a reminder Claude adds
             count += 1
@@ -123,12 +136,21 @@ def _codex(cwd: Path, env: Mapping[str, str]) -> Iterator[NativeConversation]:
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file; lines that are not are skipped."""
+    """The JSON objects of a regular JSON-lines file, up to MAX_FILE_BYTES of it; lines
+    that are not objects are skipped. Anything else (a FIFO, a device) reads as empty."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return
-        with path.open("rb") as handle:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            left = MAX_FILE_BYTES
             for line in handle:
+                left -= len(line)
+                if left < 0:
+                    return
                 try:
                     entry = orjson.loads(line)
                 except orjson.JSONDecodeError:
@@ -137,6 +159,8 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
                     yield entry
     except OSError:
         return
+    finally:
+        os.close(fd)
 
 
 def _text(content: Any) -> str:

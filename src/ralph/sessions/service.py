@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,13 @@ from ralph.config import Config, ResolvedAgent
 from ralph.containment import kill_owned, owner_id
 from ralph.errors import RalphError
 from ralph.flock import FileLock
-from ralph.sessions.native import NativeConversation, native_conversations, split_native_id
+from ralph.fsutil import atomic_write_bytes
+from ralph.sessions.native import (
+    NativeConversation,
+    native_conversations,
+    split_native_id,
+    valid_conversation_id,
+)
 from ralph.sessions.records import (
     STREAM_PREFIX,
     SessionInfo,
@@ -191,6 +197,10 @@ class SessionService:
         if earlier.agent_session_id is None:
             raise SessionError(f"session {session_id} cannot be continued: its agent "
                                f"'{earlier.agent}' reported no conversation id")
+        if not valid_conversation_id(earlier.agent_session_id):
+            raise SessionError(f"session {session_id} cannot be continued: its agent "
+                               f"reported an odd conversation id "
+                               f"({earlier.agent_session_id[:40]!r})")
         return earlier
 
     def _claim(self, agent: str, cwd: Path, session_id: str) -> FileLock:
@@ -203,7 +213,11 @@ class SessionService:
             other = holder.read_text().strip() if holder.exists() else "?"
             raise AgentBusy(f"agent '{agent}' is already running in {cwd} (session {other}): "
                             "wait for it or stop it")
-        busy.path.with_suffix(".session").write_text(session_id + "\n")
+        try:
+            atomic_write_bytes(busy.path.with_suffix(".session"), f"{session_id}\n".encode(),
+                               durable=False)
+        except OSError as exc:  # only the busy message's session id is lost
+            log.warning("cannot note the session holding %s: %s", busy.path, exc)
         return busy
 
     async def _run(self, session_id: str, after_seq: int, agent: ResolvedAgent, prompt: str,
@@ -231,6 +245,7 @@ class SessionService:
             agent, prompt, cwd=cwd, prompt_file=prompt_file, log_path=log_path, emit=emit,
             timeout_s=timeout_s, on_start=started, context_env=env))
         follower = loop.create_task(self._follow_stop(session_id, after_seq, agent_run))
+        follower.add_done_callback(_log_failure(session_id))
         try:
             outcome = await agent_run
             status = _STATUS.get(outcome.status, "failed")
@@ -373,6 +388,10 @@ class SessionService:
         recorded, from any process, each once and in order; ends after `session.finished`.
         A session whose owner dies meanwhile ends as `lost` (looked for every OWNER_CHECK_S)."""
         self._project(session_id)  # raises UnknownSession
+        end = next(iter(self.store.read(topic="session.finished",
+                                        stream=session_stream(session_id), limit=1)), None)
+        if end is not None and after_seq is not None and end.seq <= after_seq:
+            return  # it ended before the frames asked for
         checker = asyncio.get_running_loop().create_task(self._until_ended(session_id))
         try:
             async with self.store.subscribe(stream=session_stream(session_id),
@@ -468,6 +487,18 @@ class SessionService:
                                          stream=session_stream(session_id), limit=1)),
                     None) is not None
 
+
+
+def _log_failure(session_id: str) -> Callable[[asyncio.Task[None]], None]:
+    """A done callback saying (in the log) why a session's helper task failed: a stop
+    request would then not reach the owner, which must not go unnoticed."""
+
+    def said(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("session %s no longer follows stop requests: %s", session_id,
+                      task.exception())
+
+    return said
 
 
 def _process_runs(pid: int) -> bool:

@@ -48,8 +48,10 @@ class GroupCommit:
             try:
                 with self._mutex:
                     fds, sync_content = self._collect()
-                sync_content()  # content before the frames that name it
-                sync_and_close(fds)
+                try:
+                    sync_content()  # content before the frames that name it
+                finally:
+                    sync_and_close(fds)  # the descriptors are ours: never left open
             except Exception as exc:  # the thread must outlive a failed fsync
                 log.warning("group commit failed (%s); retrying at the next interval", exc)
 
@@ -64,7 +66,8 @@ def sync_and_close(fds: list[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.fdatasync(fd)
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def dup_for_sync(fds: list[int]) -> list[int]:

@@ -57,9 +57,6 @@ class Appended(NamedTuple):
 # appending to many streams over its life (a server running thousands of agent sessions,
 # one stream each) must not run out of file descriptors.
 MAX_OPEN_STREAMS = 64
-# Of those closed with writes not yet synced, at most this many wait for the group commit;
-# past it they are synced and closed at once.
-MAX_RETIRED = 16
 
 
 class Writer:
@@ -87,7 +84,6 @@ class Writer:
         self._fds: dict[str, int] = {}  # least recently appended to first
         self._sizes: dict[str, int] = {}  # valid only while the head still holds _known_head
         self._dirty: set[str] = set()
-        self._retired: list[int] = []  # closed from the cache while dirty: synced, then closed
         self._closed = False
         self._commit = GroupCommit(batch_interval_ms / 1000, self._mutex, self._collect_dirty)
 
@@ -222,20 +218,19 @@ class Writer:
         return fd, size
 
     def _retire_oldest(self) -> None:
-        """Close the least recently used stream file; one with writes not yet synced is
-        handed to the next group commit, which syncs and then closes it."""
+        """Close the least recently used stream file. One with writes not yet synced (batch
+        durability) is synced first, here: `flush()` and `close()` then still cover every
+        write. This costs an fsync only when more than MAX_OPEN_STREAMS streams are written
+        in turn, within one group-commit interval."""
         oldest = next(iter(self._fds))
         fd = self._fds.pop(oldest)
         self._sizes.pop(oldest, None)
         if oldest in self._dirty:
             self._dirty.discard(oldest)
-            self._retired.append(fd)
-            if len(self._retired) >= MAX_RETIRED:
-                retired, self._retired = self._retired, []
-                sync_and_close(retired)
-        else:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            with contextlib.suppress(OSError):  # as the group commit: a failed fsync is
+                os.fdatasync(fd)  # not the append's failure
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
     # -- verifying the head ------------------------------------------------------------------
 
@@ -367,8 +362,6 @@ class Writer:
         if self._closed:
             return [], lambda: None
         fds = dup_for_sync([self._fds[s] for s in self._dirty if s in self._fds])
-        fds += self._retired  # ours to close once synced
-        self._retired = []
         self._dirty.clear()
         blobs, self._cas.pending = self._cas.pending, []
         return fds, lambda: self._cas.sync_paths(blobs)
