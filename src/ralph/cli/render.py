@@ -172,8 +172,11 @@ class EventRenderer:
     def _on_session_finished(self, meta: dict[str, Any]) -> list[Line]:
         status = str(meta.get("status"))
         message = terminal_safe(str(meta.get("message") or ""))
-        shown = status.replace("_", " ") + (f": {message}" if message and status != "completed"
-                                            else "")
+        word = status.replace("_", " ")
+        if message.startswith(word):  # "stopped on request": said once
+            shown = message
+        else:
+            shown = word + (f": {message}" if message and status != "completed" else "")
         figures = [duration_text(float(meta["duration_s"]))] if meta.get(
             "duration_s") is not None else []
         usage = meta.get("usage") or {}
