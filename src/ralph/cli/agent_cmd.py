@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -42,6 +44,23 @@ def _open(root: Path | None, *, create: bool = False) -> tuple[Path, Store]:
         raise RalphError(f"no Ralph project at {project} (no .ralph/ here or above): run "
                          "`ralph init`, or pass --root")
     return project, Store(project / ".ralph" / "store", create=create)
+
+
+@contextlib.contextmanager
+def _exits() -> Iterator[None]:
+    """The reading commands' errors as one line and an exit code: 1 for an unknown
+    session, 2 for anything else that is bad input (no project, a store that cannot be
+    read)."""
+    from ralph.sessions import UnknownSession
+
+    try:
+        yield
+    except UnknownSession as exc:
+        error_line(str(exc))
+        raise typer.Exit(1) from None
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
 
 
 def _config_if_valid(project: Path) -> Config | None:
@@ -97,7 +116,6 @@ def run(
 
     Exit code: 0 completed, 1 failed, timed out or lost, 2 bad input, 130 stopped."""
     import asyncio
-    import contextlib
 
     from ralph.config import load_config
 
@@ -219,9 +237,7 @@ def watch(
     Exit code: 0 it ended completed, 1 it ended otherwise or there is no such session."""
     import asyncio
 
-    from ralph.sessions import UnknownSession
-
-    try:
+    with _exits():
         project, store = _open(root)
         with store:
             sessions = _service(project, store)
@@ -230,12 +246,6 @@ def watch(
             except KeyboardInterrupt:
                 raise typer.Exit(130) from None
             status = sessions.get(session_id).status
-    except UnknownSession as exc:
-        error_line(str(exc))
-        raise typer.Exit(1) from None
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(2) from None
     raise typer.Exit(0 if status == "completed" else 1)
 
 
@@ -254,22 +264,20 @@ def list_(
     from dataclasses import asdict
 
     from ralph.cli.texttable import Cell, Column, print_table
+    from ralph.sessions import SessionService
 
-    try:
+    with _exits():
         project, store = _open(root)
         with store:
-            sessions = _service(project, store, launching=False)
-            if all_:  # the agents' env in ralph.toml may say where the CLIs keep theirs
-                sessions.config = _config_if_valid(project)
+            # The agents' env in ralph.toml may say where the CLIs keep their conversations.
+            sessions = SessionService(project, _config_if_valid(project) if all_ else None,
+                                      store)
             found = sessions.list(limit=limit)
             native = sessions.native() if all_ else []
             if json:
                 write_json([_record(sessions, info, texts=False) for info in found] +
                            [{"kind": "native", **asdict(c)} for c in native])
                 return
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(2) from None
     if not found and not native:
         typer.echo("no agent sessions")
         return
@@ -294,20 +302,12 @@ def show(
     """One agent session: what it was asked, how it ended, its final text.
 
     Exit code: 0 shown, 1 no such session."""
-    from ralph.sessions import UnknownSession
-
-    try:
+    with _exits():
         project, store = _open(root)
         with store:
             sessions = _service(project, store)
             info = sessions.get(session_id)
             record = _record(sessions, info, texts=True)
-    except UnknownSession as exc:
-        error_line(str(exc))
-        raise typer.Exit(1) from None
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(2) from None
     if json:
         write_json(record)
         return
@@ -336,18 +336,10 @@ def stop(
     not answer."""
     import asyncio
 
-    from ralph.sessions import UnknownSession
-
-    try:
+    with _exits():
         project, store = _open(root)
         with store:
             info = asyncio.run(_service(project, store).stop(session_id, by="ralph agent stop"))
-    except UnknownSession as exc:
-        error_line(str(exc))
-        raise typer.Exit(1) from None
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(2) from None
     if info.status == "running":
         error_line(f"session {info.session_id} is still running: the process that runs it "
                    f"(pid {info.owner_pid}) did not answer the stop")
