@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from ralph.approvals.rules import READ_ONLY_TOOLS, Rule, RuleError
 from ralph.configcache import remember
 from ralph.errors import RalphError
 
@@ -252,6 +253,28 @@ class ReviewConfig(_Section):
     """The reviewer's prompt file; unset = files.review."""
 
 
+def _approval_rule(rule: str) -> str:
+    try:
+        return Rule.parse(rule).text
+    except RuleError as exc:
+        raise PydanticCustomError("bad_rule", "{reason}", {"reason": str(exc)}) from None
+
+
+class ApprovalsConfig(_Section):
+    """Tool-permission requests of agent sessions run with approvals `ask` or `deny`
+    (`ralph agent run --approvals`): rules that answer without a person, and how long a
+    person has. A rule is a tool name (any case), optionally with a glob of the call's
+    command or path: `Read`, `Bash(git status*)`, `Edit(src/*)`."""
+
+    allow: list[Annotated[str, AfterValidator(_approval_rule)]] = Field(
+        default_factory=lambda: list(READ_ONLY_TOOLS))
+    """Calls allowed without asking (default: the tools that only read)."""
+    deny: list[Annotated[str, AfterValidator(_approval_rule)]] = Field(default_factory=list)
+    """Calls denied without asking; a call that matches both lists is denied."""
+    timeout_seconds: int = Field(default=600, gt=0)
+    """A request nobody answers within this long is denied."""
+
+
 class GitConfig(_Section):
     """What the loop does with git."""
 
@@ -349,6 +372,7 @@ class Config(_Section):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     git: GitConfig = Field(default_factory=GitConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
     """USD per million tokens by model name, for agents whose CLI reports tokens but no
     cost: `[prices."gpt-5-codex"] input = 1.25, output = 10.0, cached_input = 0.125`."""
@@ -460,7 +484,7 @@ def _describe_fields() -> None:
     a model's schema embeds those of the models it holds."""
     docs = _attribute_docstrings()
     for model in (FilesConfig, LoopConfig, AgentConfig, GatesConfig, JudgeConfig, ReviewConfig,
-                  GitConfig, PriceConfig, Config):
+                  GitConfig, ApprovalsConfig, PriceConfig, Config):
         fields = [(info, docs.get((model.__name__, name)))
                   for name, info in model.model_fields.items()]
         missing = [(info, doc) for info, doc in fields if doc and info.description is None]

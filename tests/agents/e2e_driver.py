@@ -20,6 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from ralph.approvals.rules import ApprovalMode
 from ralph.config import load_config
 from ralph.loop import LoopService
 from ralph.scaffold import scaffold
@@ -52,6 +53,11 @@ def scenario(case: str, cli: str, tasks: int) -> dict[str, Any]:
         if case == "hang":
             rule["reply"] = {"hang": 600}
         rules.append(rule)
+    if case == "approvals":  # the model runs one shell command, then says it is finished
+        return {"default": {"text": "OK"}, "rules": [
+            {"name": name, "match": {"user": f"proof-{name}"},
+             "reply": {"shell": f"echo {name} > {name}.txt"},
+             "then": [{"text": "finished"}]} for name in APPROVAL_CASES]}
     if case == "401":  # the key is refused: the run must stop at once, no attempt counted
         rules.insert(0, {"name": "unauthorized",
                          "reply": {"error": {"status": 401,
@@ -71,7 +77,8 @@ def main() -> int:
     args = argparse.ArgumentParser()
     args.add_argument("--cli", required=True)
     args.add_argument("--case", required=True,
-                      choices=["success", "429", "hang", "server", "401", "continue"])
+                      choices=["success", "429", "hang", "server", "401", "continue",
+                               "approvals"])
     args.add_argument("--project", required=True, type=Path)
     args.add_argument("--out", required=True, type=Path)
     opts = args.parse_args()
@@ -88,8 +95,8 @@ def main() -> int:
         os.environ.clear()
         os.environ.update(base_env(home))
         make_project(root, opts.cli, cli.argv, cli.env, opts.case, tasks)
-        if opts.case == "continue":
-            turns = two_turns(root)
+        if opts.case in ("continue", "approvals"):
+            turns = two_turns(root) if opts.case == "continue" else approvals(root)
             turns["requests"] = [r.to_dict() for r in fake.requests]
             opts.out.write_text(json.dumps(turns, default=str))
             return 0
@@ -131,6 +138,58 @@ def two_turns(root: Path) -> dict[str, Any]:
                     "native": [dataclasses.asdict(c) for c in sessions.native()]}
 
     return asyncio.run(go())
+
+
+APPROVAL_CASES = ("allow", "deny", "timeout", "rule", "mode")
+
+
+def approvals(root: Path) -> dict[str, Any]:
+    """Agent sessions whose tool call is decided by each mechanism: a person allows it or
+    denies it (another process answering through the store: `ralph agent approve`), nobody
+    answers (timeout), a rule allows it (approvals deny), the mode denies it."""
+
+    async def go() -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        with Store(root / ".ralph" / "store") as store:
+            config = load_config(root)
+            for name in APPROVAL_CASES:
+                mode: ApprovalMode = "deny" if name in ("rule", "mode") else "ask"
+                rules = config.approvals.model_copy(update={
+                    "timeout_seconds": 4 if name == "timeout" else 120,
+                    "allow": ["Bash(echo rule *)"]})
+                sessions = SessionService(root, config.model_copy(update={"approvals": rules}),
+                                          store)
+                session_id = await sessions.launch(f"Run proof-{name}", approvals=mode)
+                if name in ("allow", "deny"):
+                    tool_use_id = await _first_request(sessions, session_id)
+                    answer = subprocess.run(
+                        [sys.executable, "-m", "ralph", "agent", "approve", session_id,
+                         tool_use_id, f"--{name}", "--message", f"{name} by the e2e test",
+                         "--root", str(root)], capture_output=True, text=True, timeout=60,
+                        check=False)
+                    found[f"{name}_answer"] = {"exit": answer.returncode,
+                                               "stdout": answer.stdout,
+                                               "stderr": answer.stderr}
+                info = await sessions.wait(session_id, 240)
+                found[name] = {
+                    "session": dataclasses.asdict(info),
+                    "ran": (root / f"{name}.txt").exists(),
+                    "events": [f.to_dict() for f in store.read(stream=f"sessions/{session_id}")
+                               if f.topic.startswith("session.")]}
+        return found
+
+    return asyncio.run(go())
+
+
+async def _first_request(sessions: SessionService, session_id: str) -> str:
+    for _ in range(2400):
+        pending = sessions.pending(session_id)
+        if pending:
+            return pending[0].tool_use_id
+        if sessions.get(session_id).ended:
+            break
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"session {session_id} asked nothing: {sessions.get(session_id)}")
 
 
 def make_project(root: Path, cli: str, argv: list[str], env: dict[str, str], case: str,

@@ -171,3 +171,42 @@ def test_an_agent_session_continues_the_clis_conversation(tmp_path: Path, cli: s
         assert native["id"] == f"{cli}:{first['agent_session_id']}"
         assert native["summary"] == "Remember the code word PINEAPPLE."
         assert native["messages"] == 4  # two turns: two prompts, two answers
+
+
+def test_claude_code_asks_ralph_before_each_tool_call(tmp_path: Path) -> None:
+    """approvals ask / deny with the real Claude Code: its PreToolUse hook records each
+    request in the session's stream and waits for the answer, which another process gives
+    (`ralph agent approve`), a rule gives, the mode gives, or the timeout gives."""
+    result = drive(tmp_path, "claude", "approvals")
+    proj = tmp_path / "proj"
+    for name in ("allow", "deny"):
+        answered = result[f"{name}_answer"]
+        assert answered["exit"] == 0, answered
+        verb = "allowed" if name == "allow" else "denied"
+        assert answered["stdout"].strip().endswith(f": {verb}"), answered
+    expected = {"allow": ("allow", "ralph agent approve", True),
+                "deny": ("deny", "ralph agent approve", False),
+                "timeout": ("deny", "timeout", False),
+                "rule": ("allow", "rule", True),
+                "mode": ("deny", "mode", False)}
+    for name, (decision, by, ran) in expected.items():
+        case = result[name]
+        assert case["session"]["status"] == "completed", (name, case["session"])
+        assert case["session"]["approvals"] == ("deny" if name in ("rule", "mode") else "ask")
+        assert case["ran"] is ran and (proj / f"{name}.txt").exists() is ran, name
+        [request] = [e["meta"] for e in case["events"]
+                     if e["topic"] == "session.approval_requested"]
+        assert request["tool_name"] == "Bash"
+        assert request["input"]["command"] == f"echo {name} > {name}.txt"
+        [answer] = [e["meta"] for e in case["events"]
+                    if e["topic"] == "session.approval_answered"]
+        assert answer["tool_use_id"] == request["tool_use_id"]
+        assert (answer["decision"], answer["by"]) == (decision, by), (name, answer)
+    assert result["rule"]["events"][-2]["meta"]["rule"] == "Bash(echo rule *)"
+    # A denial's reason reaches the model: the tool result it is sent next says so.
+    tool_results = {r["rule"]: r["tool_result_text"] for r in result["requests"]
+                    if r["rule"] is not None and r["tool_result_text"]}
+    assert "deny by the e2e test" in tool_results["deny"]
+    assert "nobody answered within 4 s" in tool_results["timeout"]
+    assert "only the tools" in tool_results["mode"]
+    assert "denied" not in tool_results["allow"] and "Bash" in tool_results["allow"]

@@ -443,7 +443,7 @@ def test_unreadable_and_undecodable_files(tmp_path: Path) -> None:
 def test_config_schema_describes_every_section() -> None:
     schema = config_schema()
     assert set(schema["properties"]) == {"files", "loop", "agents", "gates", "judge", "review",
-                                         "git", "prices"}
+                                         "git", "approvals", "prices"}
     loop = schema["$defs"]["LoopConfig"]
     assert loop["additionalProperties"] is False
     assert loop["properties"]["max_iterations"]["default"] == 20
@@ -455,6 +455,18 @@ def test_config_schema_describes_every_section() -> None:
     general = schema["$defs"]["FilesConfig"]["properties"]["general"]
     assert general["default"] == "PROMPT.md"
     assert "[DOCS]" in general["description"]
+    approvals = schema["$defs"]["ApprovalsConfig"]["properties"]
+    assert approvals["timeout_seconds"]["default"] == 600
+    assert "tools that only read" in approvals["allow"]["description"]
+
+
+def test_approval_rules_are_checked_when_loaded(tmp_path: Path) -> None:
+    (tmp_path / "ralph.toml").write_text('[approvals]\nallow = ["Bash(git status*)"]\n'
+                                         'deny = ["Bash()"]\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+    assert "approvals.deny[0]" in str(caught.value)
+    assert "the parentheses are empty" in str(caught.value)
 
 
 def test_format_key_quotes_what_toml_would() -> None:

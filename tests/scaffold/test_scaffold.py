@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from ralph.config import (
     AgentConfig,
+    ApprovalsConfig,
     Config,
     FilesConfig,
     GatesConfig,
@@ -162,7 +163,7 @@ def _section(text: str, header: str) -> str:
 @pytest.mark.parametrize(("header", "model"), [
     ("files", FilesConfig), ("loop", LoopConfig), ("gates", GatesConfig),
     ("judge", JudgeConfig), ("review", ReviewConfig), ("git", GitConfig),
-    ("agents.codex", AgentConfig)])
+    ("approvals", ApprovalsConfig), ("agents.codex", AgentConfig)])
 def test_every_key_is_written_with_a_comment_above_it(header: str,
                                                       model: type[BaseModel]) -> None:
     text = config_template()

@@ -354,6 +354,16 @@ class Adapter(ABC):
         raise AgentError(f"agent adapter '{self.name}' cannot continue a conversation: its "
                          "program keeps none between runs")
 
+    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+        """`argv` (placeholders not yet filled) running under the approvals `mode`: auto
+        leaves it as it is; ask and deny need a way for Ralph to answer (or refuse) each
+        tool call. `settings`: a file Ralph has written the policy's hook settings to (see
+        ralph.approvals). An adapter whose CLI has no such way raises AgentError."""
+        if mode == "auto":
+            return argv
+        raise AgentError(f"agent adapter '{self.name}' cannot run with approvals '{mode}': "
+                         "its program asks Ralph nothing before it acts (only 'auto' works)")
+
     def build(self, argv: list[str], model: str | None, prompt: str,
               prompt_file: str) -> AgentCommand:
         """Fill `{prompt}` / `{prompt_file}` in argv; without either, the prompt goes to stdin."""
@@ -402,6 +412,24 @@ def classify_failure(exit_code: int | None, parser: OutputParser,
     elif parser.last_error and text.status == "error":
         text.message = parser.last_error
     return text
+
+
+def without_options(argv: list[str], valued: tuple[str, ...],
+                    flags: tuple[str, ...] = ()) -> list[str]:
+    """`argv` without the options `valued` (with their value: `--opt v` or `--opt=v`) and
+    the value-less `flags`."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in valued:
+            skip = True
+        elif arg in flags or any(arg.startswith(f"{name}=") for name in valued):
+            continue
+        else:
+            kept.append(arg)
+    return kept
 
 
 def insert_after(argv: list[str], anchors: tuple[str, ...], extra: list[str]) -> list[str]:

@@ -114,6 +114,14 @@ class ClaudeAdapter(Adapter):
     def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
         return insert_after(argv, ("-p", "--print"), ["--resume", conversation])
 
+    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+        # ask and deny: a PreToolUse hook (ralph.approvals.claude_hook) decides every tool
+        # call; Claude Code runs hooks in -p mode too, and a hook's denial holds in every
+        # permission mode.
+        if mode == "auto":
+            return argv
+        return insert_after(argv, ("-p", "--print"), ["--settings", str(settings)])
+
     def default_argv(self, model: str | None) -> list[str]:
         # acceptEdits: file edits are allowed, other tools are not. Full auto: replace it in
         # ralph.toml argv with `--permission-mode bypassPermissions` (as root also set

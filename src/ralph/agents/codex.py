@@ -20,15 +20,21 @@ from typing import Any
 from ralph.agents.base import (
     PROMPT_PLACEHOLDER,
     Adapter,
+    AgentError,
     AgentEvent,
     Classification,
     JsonOutputParser,
     Login,
     OutputParser,
     classify_failure,
+    insert_after,
     text_of,
+    without_options,
 )
 from ralph.agents.login import codex_login
+
+# Options that turn the sandbox off: approvals 'deny' takes them out.
+_UNSANDBOXED = ("--full-auto", "--dangerously-bypass-approvals-and-sandbox", "--yolo")
 
 
 class CodexParser(JsonOutputParser):
@@ -116,6 +122,18 @@ class CodexAdapter(Adapter):
             if argv[i] == "-" or PROMPT_PLACEHOLDER in argv[i]:
                 return [*argv[:i], "resume", conversation, *argv[i:]]
         return [*argv, "resume", conversation]
+
+    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+        # `codex exec` never asks: its approval policy is "never" and its sandbox decides.
+        if mode == "auto":
+            return argv
+        if mode == "ask":
+            raise AgentError("codex cannot run with approvals 'ask': `codex exec` asks "
+                             "nobody before it acts; its sandbox decides what it may do "
+                             "(approvals 'auto': the sandbox in its argv, workspace-write by "
+                             "default; 'deny': --sandbox read-only)")
+        return insert_after(without_options(argv, ("-s", "--sandbox"), _UNSANDBOXED),
+                            ("exec", "e"), ["--sandbox", "read-only"])
 
     def default_argv(self, model: str | None) -> list[str]:
         # workspace-write: the agent edits the project and runs commands inside a sandbox.

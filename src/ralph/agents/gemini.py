@@ -18,6 +18,7 @@ from typing import Any
 
 from ralph.agents.base import (
     Adapter,
+    AgentError,
     AgentEvent,
     Classification,
     JsonOutputParser,
@@ -26,6 +27,7 @@ from ralph.agents.base import (
     classify_failure,
     insert_after,
     text_of,
+    without_options,
 )
 from ralph.agents.login import gemini_login
 
@@ -97,6 +99,19 @@ class GeminiAdapter(Adapter):
 
     def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
         return insert_after(argv, (), ["--resume", conversation])
+
+    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+        # Non-interactive gemini asks nobody: tools that would need a confirmation are not
+        # offered to the model, unless the approval mode pre-approves them.
+        if mode == "auto":
+            return argv
+        if mode == "ask":
+            raise AgentError("gemini cannot run with approvals 'ask': in its non-interactive "
+                             "mode it asks nobody; its --approval-mode decides (approvals "
+                             "'auto': the mode in its argv, yolo by default; 'deny': "
+                             "--approval-mode plan, read-only)")
+        return insert_after(without_options(argv, ("--approval-mode",), ("-y", "--yolo")),
+                            (), ["--approval-mode", "plan"])
 
     def default_argv(self, model: str | None) -> list[str]:
         argv = ["gemini", "-o", "stream-json", "--approval-mode", "yolo"]

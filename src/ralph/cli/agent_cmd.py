@@ -1,4 +1,5 @@
-"""`ralph agent run|list|show|stop`: agent sessions from the terminal (ralph.sessions)."""
+"""`ralph agent run|list|show|watch|stop|approve`: agent sessions from the terminal
+(ralph.sessions)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q",
                                            help="Show nothing while the agent works.")]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v",
                                              help="Also show tool results and details.")]
+ApprovalsOption = Annotated[str, typer.Option(
+    "--approvals", metavar="MODE",
+    help="auto (the agent's unattended settings), ask (a person allows or denies each tool "
+         "call: here, or with `ralph agent approve`) or deny (only what [approvals] allow "
+         "in ralph.toml lists runs).")]
 # `ralph agent run`'s exit code by how the session ended (130: stopped, as after Ctrl-C).
 EXIT_CODES = {"completed": 0, "stopped": 130}
 
@@ -103,6 +109,7 @@ def run(
     continue_from: Annotated[str | None, typer.Option(
         "--continue", metavar="SESSION_ID",
         help="Continue that session's conversation (its agent keeps the context).")] = None,
+    approvals: ApprovalsOption = "auto",
     json: JsonOption = False,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -113,6 +120,8 @@ def run(
 ) -> None:
     """Run an agent on PROMPT until it ends, showing what it does on stderr (as `ralph run`
     does); print its final text on stdout (or, with --json, the session). Ctrl-C stops it.
+    With --approvals ask, each tool call the rules do not decide is asked on the terminal
+    (`Allow Bash: rm -rf build? [y/N]`) when stdin is one.
 
     Exit code: 0 completed, 1 failed, timed out or lost, 2 bad input, 130 stopped."""
     import asyncio
@@ -126,22 +135,34 @@ def run(
     except RalphError as exc:
         error_line(str(exc))
         raise typer.Exit(2) from None
+    if approvals not in ("auto", "ask", "deny"):
+        error_line(f"unknown approvals mode {approvals!r}: use auto, ask or deny")
+        raise typer.Exit(2)
     if detach:
-        _detach(project, text, agent, title, continue_from)
+        _detach(project, text, agent, title, continue_from, approvals)
     ended: list[SessionInfo] = []
 
     async def go(sessions: SessionService) -> None:
         session_id = await sessions.launch(text, agent, title=title,
-                                           continue_from=continue_from)
+                                           continue_from=continue_from,
+                                           approvals=approvals)  # type: ignore[arg-type]
         sys.stderr.write(f"session {session_id} (`ralph agent stop {session_id}` stops it)\n")
         sys.stderr.flush()
-        viewer = None if quiet else asyncio.get_running_loop().create_task(
+        loop = asyncio.get_running_loop()
+        viewer = None if quiet else loop.create_task(
             _show(sessions, session_id, verbose=verbose, skip=("session.started",)))
+        asker = None
+        if approvals == "ask" and prompt != "-" and sys.stdin.isatty():
+            from ralph.cli.approval_prompt import ask_on_terminal
+
+            asker = loop.create_task(ask_on_terminal(sessions, session_id))
         try:
             ended.append(await sessions.wait(session_id))
         except asyncio.CancelledError:  # Ctrl-C
             ended.append(await sessions.stop(session_id, by="ctrl-c"))
         finally:
+            if asker is not None:
+                asker.cancel()
             if viewer is not None:  # it ends with the session's last frame
                 await asyncio.wait([viewer], timeout=5)
                 viewer.cancel()
@@ -187,7 +208,7 @@ def _print_ended(sessions: SessionService, info: SessionInfo, *, json: bool) -> 
 
 
 def _detach(project: Path, prompt: str, agent: str | None, title: str | None,
-            continue_from: str | None) -> None:
+            continue_from: str | None, approvals: str) -> None:
     """Start the session in a background process of its own (ralph.sessions.detached), print
     its id and exit: 0 launched, 2 refused (its one-line error on stderr)."""
     import subprocess
@@ -196,6 +217,7 @@ def _detach(project: Path, prompt: str, agent: str | None, title: str | None,
     argv += ["--agent", agent] if agent else []
     argv += ["--title", title] if title else []
     argv += ["--continue", continue_from] if continue_from else []
+    argv += ["--approvals", approvals]
     child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, start_new_session=True, text=True)
     assert child.stdin is not None and child.stdout is not None
@@ -308,6 +330,10 @@ def show(
             sessions = _service(project, store)
             info = sessions.get(session_id)
             record = _record(sessions, info, texts=True)
+            waiting = sessions.pending(session_id)
+            record["pending_approvals"] = [
+                {"tool_use_id": r.tool_use_id, "tool_name": r.tool_name, "input": r.input}
+                for r in waiting]
     if json:
         write_json(record)
         return
@@ -319,6 +345,14 @@ def show(
         lines.insert(1, f"title {terminal_safe(info.title)}")
     if info.message:
         lines.append(f"message {terminal_safe(info.message)}")
+    if info.approvals != "auto":
+        lines.append(f"approvals {info.approvals}")
+    for request in waiting:
+        from ralph.cli.render import approval_subject
+
+        subject = approval_subject({"tool_name": request.tool_name, "input": request.input})
+        lines.append(f"waiting for an answer: {subject}  (ralph agent approve "
+                     f"{info.session_id} {terminal_safe(request.tool_use_id)} --allow|--deny)")
     lines += ["", "prompt:", str(record["prompt"]).rstrip("\n")]
     if record["final_text"]:
         lines += ["", "final text:", str(record["final_text"]).rstrip("\n")]
@@ -345,3 +379,38 @@ def stop(
                    f"(pid {info.owner_pid}) did not answer the stop")
         raise typer.Exit(1)
     typer.echo(f"session {info.session_id}: {info.status.replace('_', ' ')}")
+
+
+@app.command(cls=HelpCommand)
+def approve(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session's id.")],
+    tool_use_id: Annotated[str, typer.Argument(
+        metavar="TOOL_USE_ID", help="The request's id (`ralph agent show ID` lists them).")],
+    allow: Annotated[bool, typer.Option("--allow", help="Let the tool call run.")] = False,
+    deny: Annotated[bool, typer.Option("--deny", help="Refuse it.")] = False,
+    message: Annotated[str, typer.Option(
+        "--message", "-m", metavar="TEXT",
+        help="Why (a denial's reason reaches the agent).")] = "",
+    root: RootOption = None,
+) -> None:
+    """Answer a tool-permission request of a running session (approvals ask), wherever it
+    runs.
+
+    Exit code: 0 answered, 1 no such session or the request is not waiting for an answer
+    (nothing recorded), 2 neither or both of --allow and --deny."""
+    from ralph.approvals.desk import NotPending
+
+    if allow == deny:
+        error_line("say --allow or --deny (one of them)")
+        raise typer.Exit(2)
+    with _exits():
+        project, store = _open(root)
+        with store:
+            try:
+                answer = _service(project, store).answer(
+                    session_id, tool_use_id, "allow" if allow else "deny", message,
+                    by="ralph agent approve")
+            except NotPending as exc:
+                error_line(str(exc))
+                raise typer.Exit(1) from None
+    typer.echo(f"{tool_use_id}: {'allowed' if answer.decision == 'allow' else 'denied'}")

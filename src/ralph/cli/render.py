@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ralph.agents.summary import tool_summary
+from ralph.approvals.rules import subject_of
 from ralph.cli.output import exit_text, terminal_safe
 from ralph.store import Frame
 from ralph.wording import counted
@@ -33,6 +34,14 @@ class Line:
     text: str
     style: str = ""  # a rich style ("bold", "red", ...); nothing off a terminal
     level: int = 0  # 0: run and iteration headers, 1: inside an iteration, 2: agent output
+
+
+def approval_subject(meta: dict[str, Any], limit: int = 200) -> str:
+    """`Bash: rm -rf build`: the tool of a permission request and what it would do."""
+    subject = subject_of(meta.get("input"))
+    if len(subject) > limit:
+        subject = subject[:limit] + "…"
+    return terminal_safe(f"{meta.get('tool_name')}: {subject}")
 
 
 def duration_text(seconds: float) -> str:
@@ -168,6 +177,19 @@ class EventRenderer:
 
     def _on_session_stop_requested(self, meta: dict[str, Any]) -> list[Line]:
         return [Line(f"stop requested by {terminal_safe(str(meta.get('by')))}", "yellow", 1)]
+
+    def _on_session_approval_requested(self, meta: dict[str, Any]) -> list[Line]:
+        ask = (f"ralph agent approve {meta.get('session_id')} {meta.get('tool_use_id')} "
+               "--allow|--deny")
+        return [Line(f"permission asked: {approval_subject(meta)}", "bold yellow", 1),
+                Line(terminal_safe(ask), "dim", 2)]
+
+    def _on_session_approval_answered(self, meta: dict[str, Any]) -> list[Line]:
+        decision = "allowed" if meta.get("decision") == "allow" else "denied"
+        who = f"rule {meta['rule']}" if meta.get("rule") else str(meta.get("by"))
+        message = "" if meta.get("rule") else str(meta.get("message") or "")
+        text = f"{decision} by {who}" + (f": {message}" if message else "")
+        return [Line(terminal_safe(text), "green" if decision == "allowed" else "red", 1)]
 
     def _on_session_finished(self, meta: dict[str, Any]) -> list[Line]:
         status = str(meta.get("status"))

@@ -1,7 +1,7 @@
 """The background process of `ralph agent run --detach`: it owns one session until it ends.
 
     python -m ralph.sessions.detached ROOT [--agent NAME] [--title TEXT] [--continue ID]
-                                       (the prompt on stdin)
+                                       [--approvals MODE]  (the prompt on stdin)
 
 Its first line on stdout is the session's id, or `error: ...` (exit 2) when the session
 cannot be launched; then it closes stdout, so the command that started it can return, and
@@ -18,6 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
+from ralph.approvals.rules import APPROVAL_MODES, ApprovalMode
 from ralph.config import load_config
 from ralph.errors import RalphError
 from ralph.sessions.service import SessionService
@@ -25,12 +26,13 @@ from ralph.store import Store
 
 
 async def _own(root: Path, prompt: str, agent: str | None, title: str | None,
-               continue_from: str | None) -> int:
+               continue_from: str | None, approvals: ApprovalMode) -> int:
     with Store(root / ".ralph" / "store") as store:
         sessions = SessionService(root, load_config(root), store)
         try:
             session_id = await sessions.launch(prompt, agent, title=title,
-                                               continue_from=continue_from)
+                                               continue_from=continue_from,
+                                               approvals=approvals)
         except RalphError as exc:
             _say(f"error: {exc}")
             return 2
@@ -66,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent")
     parser.add_argument("--title")
     parser.add_argument("--continue", dest="continue_from")
+    parser.add_argument("--approvals", choices=APPROVAL_MODES, default="auto")
     args = parser.parse_args(argv)
     prompt = sys.stdin.read()
     try:
         return asyncio.run(_own(args.root, prompt, args.agent, args.title,
-                                args.continue_from))
+                                args.continue_from, args.approvals))
     except RalphError as exc:  # ralph.toml, the store
         _say(f"error: {exc}")
         return 2

@@ -27,9 +27,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ralph.agents import adapter_for
 from ralph.agents.base import AgentError
 from ralph.agents.runner import AgentOutcome, resolve_program, run_agent
+from ralph.approvals import claude_hook
+from ralph.approvals.desk import ApprovalAnswer, ApprovalDesk, ApprovalRequest, NotPending
+from ralph.approvals.policy import ApprovalPolicy, PolicyFile
+from ralph.approvals.rules import APPROVAL_MODES, ApprovalMode, Decision
 from ralph.config import Config, ResolvedAgent
 from ralph.containment import kill_owned, owner_id
 from ralph.errors import RalphError
@@ -111,23 +117,20 @@ class SessionService:
 
     async def launch(self, prompt: str, agent: str | None = None, *, title: str | None = None,
                      cwd: Path | None = None, continue_from: str | None = None,
-                     env: Mapping[str, str] | None = None, timeout_s: float | None = None,
-                     allow_concurrent: bool = False) -> str:
+                     approvals: ApprovalMode = "auto", env: Mapping[str, str] | None = None,
+                     timeout_s: float | None = None, allow_concurrent: bool = False) -> str:
         """Start `agent` (default: loop.default_agent, or the agent of `continue_from`) on
         `prompt` in the background; the session's id. `continue_from`: an ended session
         whose CLI conversation this one continues (the CLI's own resume, so the agent keeps
         its context), or a CLI's own conversation (`claude:<id>`, `codex:<id>`: see
-        ralph.sessions.native). Raises SessionError (empty prompt, a directory that is not
-        there, the agent already running here, a session that cannot be continued), ConfigError
-        (unknown agent) or AgentError (its program cannot start, or cannot continue) before
-        anything is recorded."""
-        if not prompt.strip():
-            raise SessionError("the prompt is empty: say what the agent should do")
-        for name, text in (("prompt", prompt), ("title", title or "")):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise SessionError(f"the {name} is not valid text (UTF-8)") from None
+        ralph.sessions.native). `approvals`: auto (the agent's unattended settings), ask (its
+        tool calls wait for a person's answer, see `answer`) or deny (only what the rules
+        allow runs), with ralph.toml's [approvals] rules (ralph.approvals). Raises
+        SessionError (empty prompt, a directory that is not there, the agent already running
+        here, a session that cannot be continued, an unknown approvals mode), ConfigError
+        (unknown agent) or AgentError (its program cannot start, cannot continue, or cannot
+        run under these approvals) before anything is recorded."""
+        _check_request(prompt, title, approvals)
         if self.config is None:
             raise SessionError("launching needs the project's ralph.toml")
         native = split_native_id(continue_from) if continue_from is not None else None
@@ -144,21 +147,12 @@ class SessionService:
         folder = self.session_dir(session_id)
         prompt_file = folder / "prompt.md"
         argv = list(resolved.argv) or adapter.default_argv(resolved.model)
-        conversation = None
-        if earlier is not None:
-            if earlier.agent != resolved.name:
-                raise SessionError(f"session {earlier.session_id} ran agent '{earlier.agent}': "
-                                   f"only that agent can continue it, not '{resolved.name}'")
-            conversation = earlier.agent_session_id  # not None: checked by _continuable
-        elif native is not None:
-            if resolved.adapter != native[0]:
-                raise SessionError(f"{continue_from} is a {native[0]} conversation: continue "
-                                   f"it with an agent whose adapter is {native[0]}, not "
-                                   f"'{resolved.name}' ({resolved.adapter})")
-            conversation = native[1]
+        conversation = _conversation(resolved, earlier, native)
         if conversation is not None:
             argv = adapter.continue_argv(argv, conversation)
-            resolved = replace(resolved, argv=tuple(argv))  # what run_agent will run
+        hook_settings = folder / "claude-settings.json"
+        argv = adapter.approvals_argv(argv, approvals, hook_settings)
+        resolved = replace(resolved, argv=tuple(argv))  # what run_agent will run
         command = adapter.build(argv, resolved.model, prompt, str(prompt_file))
         resolve_program(command.argv, resolved, adapter.install_hint)
         busy = None if allow_concurrent else self._claim(resolved.name, where, session_id)
@@ -166,12 +160,14 @@ class SessionService:
         try:
             folder.mkdir(parents=True)
             prompt_file.write_text(prompt, encoding="utf-8")
+            if approvals != "auto":
+                self._write_policy(session_id, approvals, hook_settings)
             lock.try_acquire()  # new and ours: nobody else can hold it yet
             log_path = folder / "agent.log"
             started = self.store.append("session.started", {
                 "session_id": session_id, "agent": resolved.name, "title": title,
                 "cwd": str(where), "argv": command.shown, "continue_from": continue_from,
-                "approvals": "auto", "owner_pid": os.getpid(), "owner": owner_id(),
+                "approvals": approvals, "owner_pid": os.getpid(), "owner": owner_id(),
                 "log_path": str(log_path)}, content=prompt, stream=session_stream(session_id))
         except BaseException:
             lock.release()
@@ -202,6 +198,18 @@ class SessionService:
                                f"reported an odd conversation id "
                                f"({earlier.agent_session_id[:40]!r})")
         return earlier
+
+    def _write_policy(self, session_id: str, mode: ApprovalMode, hook_settings: Path) -> None:
+        """The policy the agent's hook process reads, and Claude Code's settings naming it
+        (written for every agent: harmless where unused)."""
+        assert self.config is not None
+        rules = self.config.approvals
+        policy = ApprovalPolicy(mode, tuple(rules.allow), tuple(rules.deny),
+                                float(rules.timeout_seconds))
+        written = PolicyFile(policy, self.store.path.resolve(), session_id,
+                             self.session_dir(session_id).resolve()).write()
+        atomic_write_bytes(hook_settings, orjson.dumps(
+            claude_hook.settings(written, policy.timeout_s)), durable=False)
 
     def _claim(self, agent: str, cwd: Path, session_id: str) -> FileLock:
         """The (agent, directory) lock for the session's life; AgentBusy if another session
@@ -408,6 +416,26 @@ class SessionService:
         while not self.get(session_id).ended:
             await asyncio.sleep(OWNER_CHECK_S)
 
+    # -- tool-permission requests -------------------------------------------------------------
+
+    def desk(self, session_id: str) -> ApprovalDesk:
+        return ApprovalDesk(self.store, session_id, self.session_dir(session_id))
+
+    def pending(self, session_id: str) -> Sequence[ApprovalRequest]:
+        """The session's tool-permission requests waiting for an answer (none once it has
+        ended); raises UnknownSession."""
+        if self.get(session_id).ended:
+            return []
+        return self.desk(session_id).pending()
+
+    def answer(self, session_id: str, tool_use_id: str, decision: Decision,
+               message: str = "", *, by: str) -> ApprovalAnswer:
+        """Answer a pending request of a running session, from any process; raises
+        UnknownSession, or NotPending (nothing recorded) if it is not waiting for one."""
+        if self.get(session_id).ended:
+            raise NotPending(f"session {session_id} has ended: it waits for no answer")
+        return self.desk(session_id).answer(tool_use_id, decision, message, by=by)
+
     # -- stopping ----------------------------------------------------------------------------
 
     async def stop(self, session_id: str, *, by: str = "ralph") -> SessionInfo:
@@ -487,6 +515,36 @@ class SessionService:
                                          stream=session_stream(session_id), limit=1)),
                     None) is not None
 
+
+
+def _check_request(prompt: str, title: str | None, approvals: str) -> None:
+    if not prompt.strip():
+        raise SessionError("the prompt is empty: say what the agent should do")
+    if approvals not in APPROVAL_MODES:
+        raise SessionError(f"unknown approvals mode {approvals!r}: use one of "
+                           f"{', '.join(APPROVAL_MODES)}")
+    for name, text in (("prompt", prompt), ("title", title or "")):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SessionError(f"the {name} is not valid text (UTF-8)") from None
+
+
+def _conversation(resolved: ResolvedAgent, earlier: SessionInfo | None,
+                  native: tuple[str, str] | None) -> str | None:
+    """The CLI's conversation id the launch continues (None: a new conversation)."""
+    if earlier is not None:
+        if earlier.agent != resolved.name:
+            raise SessionError(f"session {earlier.session_id} ran agent '{earlier.agent}': "
+                               f"only that agent can continue it, not '{resolved.name}'")
+        return earlier.agent_session_id  # not None: checked by _continuable
+    if native is not None:
+        if resolved.adapter != native[0]:
+            raise SessionError(f"{native[0]}:{native[1]} is a {native[0]} conversation: "
+                               f"continue it with an agent whose adapter is {native[0]}, not "
+                               f"'{resolved.name}' ({resolved.adapter})")
+        return native[1]
+    return None
 
 
 def _log_failure(session_id: str) -> Callable[[asyncio.Task[None]], None]:

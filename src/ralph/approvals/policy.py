@@ -1,0 +1,84 @@
+"""The approval policy an agent session runs under, and how one request is decided by it.
+
+`auto`: nothing asks (the agent's own unattended settings). `ask`: the rules first, then a
+person, from any face, within `timeout_s` (no answer denies). `deny`: the rules, and every
+call no rule allows is denied. Every decision, whoever made it, is a
+`session.approval_answered` frame. The policy is written to the session's folder
+(`approvals.json`) for the agent's hook process, which runs outside Ralph's process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ralph.approvals.desk import ApprovalAnswer, ApprovalDesk, NotPending
+from ralph.approvals.rules import ApprovalMode, ApprovalRules
+from ralph.fsutil import atomic_write_bytes
+
+POLICY_FILE = "approvals.json"
+DENY_MODE_MESSAGE = ("approvals are 'deny' for this session: only the tools ralph.toml's "
+                     "[approvals] allow lists may run")
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    mode: ApprovalMode
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+    timeout_s: float
+
+    @property
+    def rules(self) -> ApprovalRules:
+        return ApprovalRules.parse(self.allow, self.deny)
+
+    async def decide(self, desk: ApprovalDesk, tool_use_id: str, tool_name: str,
+                     tool_input: Any) -> ApprovalAnswer:
+        """Record the request and its answer: by rule, by the mode, or by whoever answers
+        (a person; the timeout denies)."""
+        request = desk.request(tool_use_id, tool_name, tool_input)
+        by_rule = self.rules.decide(tool_name, tool_input)
+        try:
+            if by_rule is not None:
+                return desk.answer(tool_use_id, by_rule.decision, f"rule {by_rule.rule}",
+                                   by="rule", rule=by_rule.rule)
+            if self.mode != "ask":
+                return desk.answer(tool_use_id, "deny", DENY_MODE_MESSAGE, by="mode")
+        except NotPending:  # answered meanwhile by someone else: that answer counts
+            answer = desk.answers().get(tool_use_id)
+            if answer is None:
+                raise
+            return answer
+        return await desk.wait(request, self.timeout_s)
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    """What the hook process needs: the policy, the store and the session."""
+
+    policy: ApprovalPolicy
+    store: Path
+    session_id: str
+    folder: Path
+
+    def write(self) -> Path:
+        path = self.folder / POLICY_FILE
+        atomic_write_bytes(path, orjson.dumps({
+            "session_id": self.session_id, "store": str(self.store),
+            "folder": str(self.folder), "mode": self.policy.mode,
+            "allow": list(self.policy.allow), "deny": list(self.policy.deny),
+            "timeout_seconds": self.policy.timeout_s}), durable=False)
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> PolicyFile:
+        data = orjson.loads(path.read_bytes())
+        mode = data["mode"]
+        if mode not in ("auto", "ask", "deny"):
+            raise ValueError(f"unknown approvals mode {mode!r}")
+        policy = ApprovalPolicy(mode, tuple(data["allow"]), tuple(data["deny"]),
+                                float(data["timeout_seconds"]))
+        return cls(policy, Path(data["store"]), str(data["session_id"]), Path(data["folder"]))
