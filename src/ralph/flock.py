@@ -63,11 +63,17 @@ class FileLock:
 
     def is_held_elsewhere(self) -> bool:
         """True if another process (or another ProjectLock here) holds the lock now."""
+        return self.held_elsewhere() is True
+
+    def held_elsewhere(self) -> bool | None:
+        """Whether another process (or another FileLock here) holds the lock now; None when
+        the lock file does not exist (nobody ever took it, or it was deleted)."""
         if self._fd is not None:
             return False
-        if not self.path.exists():
-            return False
-        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -478,3 +478,20 @@ def test_watch_from_past_the_end_of_an_ended_session_returns_at_once(root: Path,
         assert after == []
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_reused_pid_does_not_keep_a_dead_owners_session_running(root: Path,
+                                                                  store: Store) -> None:
+    """The owner's lock file is there and nobody holds it: the owner died, whatever process
+    has its pid now (here: this very test process)."""
+    folder = root / ".ralph" / "sessions" / "ses_reused"
+    folder.mkdir(parents=True)
+    (folder / "owner.lock").write_text("1\n")
+    store.append("session.started", {"session_id": "ses_reused", "agent": "echo",
+                                     "title": None, "cwd": str(root), "argv": [],
+                                     "continue_from": None, "approvals": "auto",
+                                     "owner_pid": os.getpid(), "owner": "someone-else",
+                                     "log_path": ""}, stream=session_stream("ses_reused"))
+    info = service(root, store).get("ses_reused")
+    assert info.status == "lost"
+    assert info.message == f"the process running it (pid {os.getpid()}) died"

@@ -480,13 +480,14 @@ class SessionService:
 
     def _owner_alive(self, info: SessionInfo) -> bool:
         """Its lock is held, or (the lock file deleted, say) its owner process still runs.
-        A session of this very process is never lost: it runs, or its end could not be
-        recorded (see `_end`)."""
+        A lock file nobody holds says the owner died whatever runs under its pid now (pids
+        are reused): the owner holds it from before `session.started` until after
+        `session.finished`. A session of this very process is never lost: it runs, or its
+        end could not be recorded (see `_end`)."""
         if info.owner == owner_id():
             return True
-        if FileLock(self.session_dir(info.session_id) / "owner.lock").is_held_elsewhere():
-            return True
-        return _process_runs(info.owner_pid)
+        held = FileLock(self.session_dir(info.session_id) / "owner.lock").held_elsewhere()
+        return _process_runs(info.owner_pid) if held is None else held
 
     def _record_lost(self, info: SessionInfo) -> SessionInfo:
         lock = FileLock(self.session_dir(info.session_id) / "owner.lock")
