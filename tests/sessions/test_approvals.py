@@ -13,7 +13,6 @@ import pty
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +44,6 @@ def root(tmp_path: Path) -> Path:
         '[agents.plain]\nargv = ["sh", "-c", "cat"]\n\n'
         '[approvals]\nallow = ["Read", "Bash(echo safe*)"]\ndeny = ["Bash(rm -rf*)"]\n')
     return project
-
-
-@pytest.fixture
-def store(root: Path) -> Iterator[Store]:
-    with Store(root / ".ralph" / "store") as opened:
-        yield opened
 
 
 def service(root: Path, store: Store, **approvals: Any) -> SessionService:

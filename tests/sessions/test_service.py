@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,12 +53,6 @@ def root(tmp_path: Path) -> Path:
     (project / "ralph.toml").write_text(toml + "[agents.slow2]\nargv = [\"sh\", \"-c\", "
                                         "\"cat >/dev/null; sleep 300\"]\ntimeout_seconds = 1\n")
     return project
-
-
-@pytest.fixture
-def store(root: Path) -> Iterator[Store]:
-    with Store(root / ".ralph" / "store") as opened:
-        yield opened
 
 
 def service(root: Path, store: Store) -> SessionService:
