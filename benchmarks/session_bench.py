@@ -15,6 +15,12 @@
   file descriptors before and after they are all stopped (none may be left open; the
   store's stream files, a cache it bounds to 64, are counted apart).
 
+- **Approvals** (Claude Code's PreToolUse hook, `python -m ralph.approvals.claude_hook`, run
+  as Claude Code runs it: a process per tool call): a call a rule decides, from the hook's
+  start to its answer and exit; and under `ask`, from a person's answer recorded in this
+  process to the waiting hook's exit (its store subscription sees the answer). Median of
+  10 each a run. No target: a tool call costs this on top of the tool itself.
+
 Each figure is the median over the runs, with min and max. Progress goes to stderr.
 """
 
@@ -33,6 +39,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ralph.approvals.desk import ApprovalDesk
+from ralph.approvals.policy import ApprovalPolicy, PolicyFile
 from ralph.config import load_config
 from ralph.flock import FileLock
 from ralph.sessions import SessionService, session_stream
@@ -166,6 +174,45 @@ def many_run(base: Path, count: int) -> dict[str, float]:
     return asyncio.run(go())
 
 
+HOOKS = 10
+
+
+def approvals_run(base: Path) -> dict[str, float]:
+    root = project(base / "approvals")
+    folder = root / ".ralph" / "sessions" / "ses_hook"
+    folder.mkdir(parents=True)
+    store_dir = (root / ".ralph" / "store").resolve()
+    hook = [sys.executable, "-m", "ralph.approvals.claude_hook", str(folder / "approvals.json")]
+    by_rule: list[float] = []
+    by_person: list[float] = []
+    with Store(store_dir) as store:
+        desk = ApprovalDesk(store, "ses_hook", folder)
+        for mode in ("deny", "ask"):
+            PolicyFile(ApprovalPolicy(mode, ("Read",), (), 60), store_dir, "ses_hook",
+                       folder).write()
+            for n in range(HOOKS):
+                call = (f'{{"tool_name": "{"Read" if mode == "deny" else "Bash"}", '
+                        f'"tool_input": {{"command": "ls"}}, "tool_use_id": "{mode}{n}"}}')
+                start = time.perf_counter()
+                proc = subprocess.Popen(hook, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(call)
+                proc.stdin.close()
+                if mode == "ask":
+                    while not desk.pending():
+                        time.sleep(0.001)
+                    start = time.perf_counter()
+                    desk.answer(f"{mode}{n}", "allow", by="bench")
+                out = proc.stdout.read()
+                proc.wait(60)
+                elapsed = (time.perf_counter() - start) * 1000
+                assert '"allow"' in out, out
+                (by_rule if mode == "deny" else by_person).append(elapsed)
+    return {"hook_rule_ms": statistics.median(by_rule),
+            "hook_answer_ms": statistics.median(by_person)}
+
+
 def _fds(root: Path) -> tuple[int, int]:
     """This process's open descriptors but the store's stream files (a cache the store
     bounds to ralph.store.writer.MAX_OPEN_STREAMS), and those."""
@@ -202,7 +249,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="ralph-session-bench-") as tmp:
             base = Path(tmp)
             row = {**launch_run(base), **watch_run(base, args.events),
-                   **many_run(base, args.sessions)}
+                   **many_run(base, args.sessions), **approvals_run(base)}
         results.append(row)
         print(f"run {n + 1}/{args.runs}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items()),
               file=sys.stderr)
@@ -218,7 +265,9 @@ def main() -> None:
             (f"{args.sessions} sessions: orchestrator RSS", "rss_mb", "MB", ("<=", 150.0)),
             (f"{args.sessions} sessions: stopped", "stopped", "", None),
             ("  file descriptors left open", "fds_left", "", ("<=", 0.0)),
-            ("  stream files the store keeps open", "stream_files", "", ("<=", 64.0))]
+            ("  stream files the store keeps open", "stream_files", "", ("<=", 64.0)),
+            ("approval by a rule (hook process)", "hook_rule_ms", "ms", None),
+            ("approval by a person: answer to hook", "hook_answer_ms", "ms", None)]
     print(f"{'measurement':40} {'median':>12} {'min .. max':>22}  target  result")
     for name, key, unit, target in rows:
         values = [r[key] for r in results]

@@ -14,7 +14,6 @@ only that one JSON object.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -60,7 +59,7 @@ def reason(answer: ApprovalAnswer) -> str:
     return text
 
 
-async def decide(policy_path: Path, call: dict[str, Any]) -> ApprovalAnswer:
+def decide(policy_path: Path, call: dict[str, Any]) -> ApprovalAnswer:
     spec = PolicyFile.read(policy_path)
     tool_name = str(call.get("tool_name") or "")
     if not tool_name:
@@ -68,8 +67,13 @@ async def decide(policy_path: Path, call: dict[str, Any]) -> ApprovalAnswer:
     tool_use_id = str(call.get("tool_use_id") or "") or f"hook-{os.getpid()}"
     with Store(spec.store) as store:
         desk = ApprovalDesk(store, spec.session_id, spec.folder)
-        return await spec.policy.decide(desk, tool_use_id, tool_name,
-                                        call.get("tool_input") or {})
+        request, answer = spec.policy.decide_now(desk, tool_use_id, tool_name,
+                                                 call.get("tool_input") or {})
+        if answer is not None:
+            return answer
+        import asyncio  # noqa: PLC0415 - only to wait for a person: most calls do not
+
+        return asyncio.run(desk.wait(request, spec.policy.timeout_s))
 
 
 def main(argv: list[str]) -> int:
@@ -79,7 +83,7 @@ def main(argv: list[str]) -> int:
         call = orjson.loads(sys.stdin.buffer.read())
         if not isinstance(call, dict):
             raise ValueError("the hook's input is not a JSON object")
-        answer = asyncio.run(decide(Path(argv[0]), call))
+        answer = decide(Path(argv[0]), call)
         out = answer_json(answer.decision, reason(answer))
     except Exception as exc:  # never let a call through because the hook failed
         out = answer_json("deny", f"Ralph could not decide on this tool call, so it is "

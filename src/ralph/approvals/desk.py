@@ -10,7 +10,6 @@ rule, or the timeout. One answer per request: answering takes the session's
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -133,6 +132,8 @@ class ApprovalDesk:
 
     async def wait(self, request: ApprovalRequest, timeout_s: float) -> ApprovalAnswer:
         """The answer to `request`; after `timeout_s` without one, it is denied ("timeout")."""
+        import asyncio  # noqa: PLC0415 - the hook imports it only when it waits for a person
+
         try:
             return await asyncio.wait_for(self.answer_of(request), timeout_s)
         except TimeoutError:

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from ralph.approvals.desk import ApprovalAnswer, ApprovalDesk, NotPending
+from ralph.approvals.desk import ApprovalAnswer, ApprovalDesk, ApprovalRequest, NotPending
 from ralph.approvals.rules import ApprovalMode, ApprovalRules
 from ralph.fsutil import atomic_write_bytes
 
@@ -35,24 +35,33 @@ class ApprovalPolicy:
     def rules(self) -> ApprovalRules:
         return ApprovalRules.parse(self.allow, self.deny)
 
-    async def decide(self, desk: ApprovalDesk, tool_use_id: str, tool_name: str,
-                     tool_input: Any) -> ApprovalAnswer:
-        """Record the request and its answer: by rule, by the mode, or by whoever answers
-        (a person; the timeout denies)."""
+    def decide_now(self, desk: ApprovalDesk, tool_use_id: str, tool_name: str,
+                   tool_input: Any) -> tuple[ApprovalRequest, ApprovalAnswer | None]:
+        """Record the request, and its answer when a rule or the mode gives it (None: it
+        waits for a person, see `decide`). Synchronous: the hook needs no event loop for
+        the calls the rules decide (most of them, the reading tools)."""
         request = desk.request(tool_use_id, tool_name, tool_input)
         by_rule = self.rules.decide(tool_name, tool_input)
         try:
             if by_rule is not None:
-                return desk.answer(tool_use_id, by_rule.decision, f"rule {by_rule.rule}",
-                                   by="rule", rule=by_rule.rule)
+                return request, desk.answer(tool_use_id, by_rule.decision,
+                                            f"rule {by_rule.rule}", by="rule",
+                                            rule=by_rule.rule)
             if self.mode != "ask":
-                return desk.answer(tool_use_id, "deny", DENY_MODE_MESSAGE, by="mode")
+                return request, desk.answer(tool_use_id, "deny", DENY_MODE_MESSAGE, by="mode")
         except NotPending:  # answered meanwhile by someone else: that answer counts
             answer = desk.answers().get(tool_use_id)
             if answer is None:
                 raise
-            return answer
-        return await desk.wait(request, self.timeout_s)
+            return request, answer
+        return request, desk.answers().get(tool_use_id)
+
+    async def decide(self, desk: ApprovalDesk, tool_use_id: str, tool_name: str,
+                     tool_input: Any) -> ApprovalAnswer:
+        """Record the request and its answer: by rule, by the mode, or by whoever answers
+        (a person; the timeout denies)."""
+        request, answer = self.decide_now(desk, tool_use_id, tool_name, tool_input)
+        return answer if answer is not None else await desk.wait(request, self.timeout_s)
 
 
 @dataclass(frozen=True)
