@@ -385,7 +385,9 @@ class SessionService:
             return self.get(session_id)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            info = self.get(session_id)
+            # In a thread: recording a session lost ends what its owner left running, which
+            # may take seconds; a server's event loop must not stall meanwhile.
+            info = await asyncio.to_thread(self.get, session_id)
             if info.ended or (deadline is not None and time.monotonic() >= deadline):
                 return info
             await asyncio.sleep(WAIT_POLL_S)
@@ -412,8 +414,9 @@ class SessionService:
             checker.cancel()
 
     async def _until_ended(self, session_id: str) -> None:
-        # get() records a session whose owner died `lost`: that frame ends the watch.
-        while not self.get(session_id).ended:
+        # get() records a session whose owner died `lost`: that frame ends the watch (in a
+        # thread, as in `wait`).
+        while not (await asyncio.to_thread(self.get, session_id)).ended:
             await asyncio.sleep(OWNER_CHECK_S)
 
     # -- tool-permission requests -------------------------------------------------------------
