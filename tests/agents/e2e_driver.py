@@ -156,7 +156,7 @@ def approvals(root: Path) -> dict[str, Any]:
                 mode: ApprovalMode = "deny" if name in ("rule", "mode") else "ask"
                 rules = config.approvals.model_copy(update={
                     "timeout_seconds": 4 if name == "timeout" else 120,
-                    "allow": ["Bash(echo rule *)"]})
+                    "allow": ["Bash(echo rule > *)"]})  # a redirection is allowed if spelled
                 sessions = SessionService(root, config.model_copy(update={"approvals": rules}),
                                           store)
                 session_id = await sessions.launch(f"Run proof-{name}", approvals=mode)

@@ -146,6 +146,13 @@ def test_opencode_server_mode(tmp_path: Path) -> None:
     assert leftovers == []
 
 
+def _cwd(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
 def _cmdline(pid: str) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -173,11 +180,18 @@ def test_an_agent_session_continues_the_clis_conversation(tmp_path: Path, cli: s
         assert native["messages"] == 4  # two turns: two prompts, two answers
 
 
-def test_claude_code_asks_ralph_before_each_tool_call(tmp_path: Path) -> None:
-    """approvals ask / deny with the real Claude Code: its PreToolUse hook records each
-    request in the session's stream and waits for the answer, which another process gives
-    (`ralph agent approve`), a rule gives, the mode gives, or the timeout gives."""
-    result = drive(tmp_path, "claude", "approvals")
+# How each CLI names its shell tool, and what the model is sent for a command that printed
+# nothing (the tool result of the allowed call).
+SHELL_TOOL = {"claude": "Bash", "opencode": "bash"}
+
+
+@pytest.mark.parametrize("cli", ["claude", "opencode"])
+def test_the_agent_asks_ralph_before_each_tool_call(tmp_path: Path, cli: str) -> None:
+    """approvals ask / deny with the real CLI (Claude Code: its PreToolUse hook; opencode:
+    its server, driven by ralph.approvals.opencode_run): each request is recorded in the
+    session's stream and waits for the answer, which another process gives (`ralph agent
+    approve`), a rule gives, the mode gives, or the timeout gives."""
+    result = drive(tmp_path, cli, "approvals")
     proj = tmp_path / "proj"
     for name in ("allow", "deny"):
         answered = result[f"{name}_answer"]
@@ -196,17 +210,33 @@ def test_claude_code_asks_ralph_before_each_tool_call(tmp_path: Path) -> None:
         assert case["ran"] is ran and (proj / f"{name}.txt").exists() is ran, name
         [request] = [e["meta"] for e in case["events"]
                      if e["topic"] == "session.approval_requested"]
-        assert request["tool_name"] == "Bash"
+        assert request["tool_name"] == SHELL_TOOL[cli]
         assert request["input"]["command"] == f"echo {name} > {name}.txt"
         [answer] = [e["meta"] for e in case["events"]
                     if e["topic"] == "session.approval_answered"]
         assert answer["tool_use_id"] == request["tool_use_id"]
         assert (answer["decision"], answer["by"]) == (decision, by), (name, answer)
-    assert result["rule"]["events"][-2]["meta"]["rule"] == "Bash(echo rule *)"
+    assert result["rule"]["events"][-2]["meta"]["rule"] == "Bash(echo rule > *)"
     # A denial's reason reaches the model: the tool result it is sent next says so.
     tool_results = {r["rule"]: r["tool_result_text"] for r in result["requests"]
                     if r["rule"] is not None and r["tool_result_text"]}
     assert "deny by the e2e test" in tool_results["deny"]
     assert "nobody answered within 4 s" in tool_results["timeout"]
     assert "only the tools" in tool_results["mode"]
-    assert "denied" not in tool_results["allow"] and "Bash" in tool_results["allow"]
+    if cli == "claude":
+        assert "denied" not in tool_results["allow"] and "Bash" in tool_results["allow"]
+    else:  # opencode: the command's output, "(no output)"; a rejection would say "rejected"
+        assert tool_results["allow"] == "(no output)", tool_results["allow"]
+        assert all(tool_results[name].startswith("The user rejected permission")
+                   for name in ("deny", "timeout", "mode"))
+        for name in expected:  # the model's tool call id names the request; the
+            # conversation is opencode's session, its server stopped with the turn
+            [request] = [e["meta"] for e in result[name]["events"]
+                         if e["topic"] == "session.approval_requested"]
+            assert request["tool_use_id"].startswith("call_"), request
+            assert result[name]["session"]["agent_session_id"].startswith("ses_")
+        logs = list((proj / ".ralph" / "sessions").glob("*/opencode-server.log"))
+        assert len(logs) == len(expected)
+        assert all("listening on http://127.0.0.1:" in log.read_text() for log in logs)
+        assert [pid for pid in os.listdir("/proc") if pid.isdigit()
+                and _cwd(pid).startswith(str(proj))] == []

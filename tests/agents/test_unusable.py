@@ -142,6 +142,17 @@ def test_opencode_model_error_in_its_log_wins_over_the_event_pointing_at_it() ->
             "config_error", "Model not found: openai/gpt-5.1. Did you mean: gpt-5, gpt-5.6?")
 
 
+def test_opencode_servers_wrapped_model_error_is_read_whole() -> None:
+    """`opencode serve` (the approvals bridge runs it) logs the error inside an Effect cause:
+    the model's name stops at the wrapper's brackets."""
+    log = ('level=ERROR message=failed cause="Cause([Die(ProviderModelNotFoundError: Model '
+           'not found: fake/nope.)])"')
+    event = {"type": "error", "error": {"name": "UnknownError", "data": {
+        "message": "Unexpected server error. Check server logs for details."}}}
+    parser = feed("opencode", event, stderr=(log,), stderr_first=True)
+    assert verdict("opencode", 1, parser) == ("config_error", "Model not found: fake/nope.")
+
+
 @pytest.mark.parametrize(("code", "status"), [(127, "config_error"), (126, "config_error"),
                                               (1, "error"), (2, "error")])
 def test_the_command_adapter_knows_only_a_program_that_cannot_start(code: int,

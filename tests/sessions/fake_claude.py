@@ -1,11 +1,12 @@
 """A stand-in for Claude Code's `-p --output-format stream-json` with PreToolUse hooks.
 
-    python tests/sessions/fake_claude.py -p [--settings FILE]  (the prompt on stdin)
+    python tests/sessions/fake_claude.py -p [--settings FILE-OR-JSON]  (the prompt on stdin)
 
 Each prompt line `RUN: <command>` is a Bash tool call (tool_use_id `toolu_<n>`). With
 settings that name a PreToolUse command hook, the hook is run as Claude Code runs it (the
 call as JSON on stdin, through the shell) and its permissionDecision decides: allow runs the
-command, deny does not. Prints stream-json events and a `result` line whose text lists each
+command, deny does not; as with Claude Code, a hook exiting with 2 denies, and one exiting
+otherwise lets the call run. Prints stream-json events and a `result` line whose text lists each
 call's outcome (`ran: <command>` / `denied: <reason>`).
 """
 
@@ -17,8 +18,8 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    settings = json.loads(open(argv[argv.index("--settings") + 1]).read()) \
-        if "--settings" in argv else {}
+    given = argv[argv.index("--settings") + 1] if "--settings" in argv else "{}"
+    settings = json.loads(given if given.startswith("{") else open(given).read())
     hooks = [hook["command"] for group in settings.get("hooks", {}).get("PreToolUse", [])
              for hook in group["hooks"]]
     prompt = sys.stdin.read()
@@ -38,8 +39,14 @@ def main(argv: list[str]) -> int:
         for hook in hooks:
             done = subprocess.run(hook, shell=True, input=json.dumps(call), text=True,
                                   capture_output=True, timeout=120, check=False)
-            answer = json.loads(done.stdout)["hookSpecificOutput"]
-            decision, reason = answer["permissionDecision"], answer["permissionDecisionReason"]
+            if done.returncode == 2:  # as Claude Code: a blocking error, its stderr the reason
+                decision, reason = "deny", done.stderr.strip()
+            elif done.returncode != 0:  # as Claude Code: a non-blocking error, the call runs
+                continue
+            else:
+                answer = json.loads(done.stdout)["hookSpecificOutput"]
+                decision = answer["permissionDecision"]
+                reason = answer["permissionDecisionReason"]
         if decision == "allow":
             subprocess.run(command, shell=True, check=False, timeout=60)
             outcomes.append(f"ran: {command}")

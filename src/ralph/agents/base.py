@@ -354,15 +354,22 @@ class Adapter(ABC):
         raise AgentError(f"agent adapter '{self.name}' cannot continue a conversation: its "
                          "program keeps none between runs")
 
-    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+    def approvals_argv(self, argv: list[str], mode: str, policy: str,
+                       folder: Path) -> list[str]:
         """`argv` (placeholders not yet filled) running under the approvals `mode`: auto
         leaves it as it is; ask and deny need a way for Ralph to answer (or refuse) each
-        tool call. `settings`: a file Ralph has written the policy's hook settings to (see
-        ralph.approvals). An adapter whose CLI has no such way raises AgentError."""
+        tool call. `policy`: the session's policy, encoded for a hook or bridge process
+        (ralph.approvals.policy.PolicyFile); `folder`: the session's folder, where the
+        files of `approvals_files` are written. An adapter whose CLI has no such way
+        raises AgentError."""
         if mode == "auto":
             return argv
         raise AgentError(f"agent adapter '{self.name}' cannot run with approvals '{mode}': "
                          "its program asks Ralph nothing before it acts (only 'auto' works)")
+
+    def approvals_files(self, mode: str) -> dict[str, str]:
+        """Files (name: text) the CLI reads under `mode`, written to the session's folder."""
+        return {}
 
     def build(self, argv: list[str], model: str | None, prompt: str,
               prompt_file: str) -> AgentCommand:
@@ -416,16 +423,19 @@ def classify_failure(exit_code: int | None, parser: OutputParser,
 
 def without_options(argv: list[str], valued: tuple[str, ...],
                     flags: tuple[str, ...] = ()) -> list[str]:
-    """`argv` without the options `valued` (with their value: `--opt v` or `--opt=v`) and
-    the value-less `flags`."""
+    """`argv` without the options `valued` (with their value: `--opt v`, `--opt=v`, and for
+    a short one `-ov` too) and the `flags` (also as `--flag=value`)."""
     kept: list[str] = []
     skip = False
     for arg in argv:
+        name = arg.split("=", 1)[0]
+        attached = any(len(option) == 2 and arg.startswith(option) and len(arg) > 2
+                       for option in valued if not option.startswith("--"))
         if skip:
             skip = False
         elif arg in valued:
             skip = True
-        elif arg in flags or any(arg.startswith(f"{name}=") for name in valued):
+        elif name in valued or name in flags or attached:
             continue
         else:
             kept.append(arg)

@@ -17,8 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ralph.agents.base import (
     Adapter,
+    AgentError,
     AgentEvent,
     Classification,
     JsonOutputParser,
@@ -114,13 +117,24 @@ class ClaudeAdapter(Adapter):
     def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
         return insert_after(argv, ("-p", "--print"), ["--resume", conversation])
 
-    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+    def approvals_argv(self, argv: list[str], mode: str, policy: str,
+                       folder: Path) -> list[str]:
         # ask and deny: a PreToolUse hook (ralph.approvals.claude_hook) decides every tool
         # call; Claude Code runs hooks in -p mode too, and a hook's denial holds in every
-        # permission mode.
+        # permission mode. The settings go inline: a file could be rewritten by the agent.
         if mode == "auto":
             return argv
-        return insert_after(argv, ("-p", "--print"), ["--settings", str(settings)])
+        if any(arg == "--settings" or arg.startswith("--settings=") for arg in argv):
+            raise AgentError(f"claude cannot run with approvals '{mode}' with --settings in "
+                             "its argv: Ralph passes its own (its approval hook), and later "
+                             "settings could switch that hook off; move those settings to "
+                             ".claude/settings.json")
+        from ralph.approvals.claude_hook import settings  # noqa: PLC0415 - sessions only
+        from ralph.approvals.policy import PolicyFile  # noqa: PLC0415
+
+        timeout_s = PolicyFile.decode(policy).policy.timeout_s
+        inline = orjson.dumps(settings(policy, timeout_s)).decode()
+        return insert_after(argv, ("-p", "--print"), ["--settings", inline])
 
     def default_argv(self, model: str | None) -> list[str]:
         # acceptEdits: file edits are allowed, other tools are not. Full auto: replace it in

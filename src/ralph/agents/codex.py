@@ -123,7 +123,8 @@ class CodexAdapter(Adapter):
                 return [*argv[:i], "resume", conversation, *argv[i:]]
         return [*argv, "resume", conversation]
 
-    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+    def approvals_argv(self, argv: list[str], mode: str, policy: str,
+                       folder: Path) -> list[str]:
         # `codex exec` never asks: its approval policy is "never" and its sandbox decides.
         if mode == "auto":
             return argv

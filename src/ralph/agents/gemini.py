@@ -31,6 +31,15 @@ from ralph.agents.base import (
 )
 from ralph.agents.login import gemini_login
 
+GEMINI_POLICY = "gemini-policy.toml"  # in the session's folder, under approvals deny
+_PLAN_ONLY = """\
+# Ralph, approvals 'deny': gemini stays in its read-only plan mode.
+[[rule]]
+toolName = ["exit_plan_mode", "enter_plan_mode"]
+decision = "deny"
+priority = 999
+"""
+
 EXIT_AUTH, EXIT_INPUT, EXIT_SANDBOX, EXIT_CONFIG = 41, 42, 44, 52
 EXIT_TURN_LIMIT, EXIT_CANCELLED = 53, 130
 # Exits for what gemini rejected before it ran (its command line, a --resume it cannot find,
@@ -100,9 +109,12 @@ class GeminiAdapter(Adapter):
     def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
         return insert_after(argv, (), ["--resume", conversation])
 
-    def approvals_argv(self, argv: list[str], mode: str, settings: Path) -> list[str]:
+    def approvals_argv(self, argv: list[str], mode: str, policy: str,
+                       folder: Path) -> list[str]:
         # Non-interactive gemini asks nobody: tools that would need a confirmation are not
-        # offered to the model, unless the approval mode pre-approves them.
+        # offered to the model, unless the approval mode pre-approves them. Its plan mode is
+        # read-only, but offers exit_plan_mode, which would switch to yolo when nobody is
+        # there to ask: a policy of our own denies that way out (and the way back in).
         if mode == "auto":
             return argv
         if mode == "ask":
@@ -110,8 +122,12 @@ class GeminiAdapter(Adapter):
                              "mode it asks nobody; its --approval-mode decides (approvals "
                              "'auto': the mode in its argv, yolo by default; 'deny': "
                              "--approval-mode plan, read-only)")
-        return insert_after(without_options(argv, ("--approval-mode",), ("-y", "--yolo")),
-                            (), ["--approval-mode", "plan"])
+        kept = without_options(argv, ("--approval-mode", "--approvalMode"), ("-y", "--yolo"))
+        return insert_after(kept, (), ["--approval-mode", "plan", "--policy",
+                                       str(folder / GEMINI_POLICY)])
+
+    def approvals_files(self, mode: str) -> dict[str, str]:
+        return {GEMINI_POLICY: _PLAN_ONLY} if mode == "deny" else {}
 
     def default_argv(self, model: str | None) -> list[str]:
         argv = ["gemini", "-o", "stream-json", "--approval-mode", "yolo"]

@@ -17,6 +17,7 @@ exit 1; a bad config "Error: Config file at ... is not valid JSON(C)".
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,11 @@ from ralph.agents.base import (
 from ralph.agents.login import opencode_login
 
 # In opencode's log line: error="ProviderModelNotFoundError: Model not found: p/m. Did you
-# mean: a, b?" (the class name makes it opencode's own, not a tool's output).
+# mean: a, b?" (the class name makes it opencode's own, not a tool's output); its server's
+# log wraps it: cause="Cause([Die(ProviderModelNotFoundError: Model not found: p/m.)])".
 _MODEL_NOT_FOUND = re.compile(r"ProviderModelNotFoundError: Model not found: (?P<provider>[^/\s]+)"
-                              r"/(?P<model>[^\s\"]+?)\.?(?: Did you mean: (?P<hints>[^?\"]*)\?)?"
-                              r"(?=[\s\"]|$)")
+                              r"/(?P<model>[^\s\")\]]+?)\.?(?: Did you mean: (?P<hints>[^?\"]*)\?)?"
+                              r"(?=[\s\")\]]|$)")
 _USAGE = re.compile(r"^opencode(?: [a-z]+)* \[")  # yargs' usage: "opencode run [message..]"
 # The event that only points at the log ("Unexpected server error. Check server logs ...")
 _SEE_LOG = "check server logs"
@@ -128,6 +130,18 @@ class OpencodeAdapter(Adapter):
 
     def continue_argv(self, argv: list[str], conversation: str) -> list[str]:
         return insert_after(argv, ("run",), ["--session", conversation])
+
+    def approvals_argv(self, argv: list[str], mode: str, policy: str,
+                       folder: Path) -> list[str]:
+        # ask and deny: `opencode run` rejects its session's permission requests itself, so
+        # ralph.approvals.opencode_run runs the turn on `opencode serve` instead, answering
+        # each request by the session's policy (given inline: a file could be rewritten by
+        # the agent); it prints what `opencode run --format json` would, and reads the
+        # prompt from stdin as `opencode run` does.
+        if mode == "auto":
+            return argv
+        return [sys.executable, "-P", "-m", "ralph.approvals.opencode_run", policy, "--",
+                *argv]
 
     def default_argv(self, model: str | None) -> list[str]:
         # The prompt goes to stdin: as an argument opencode would quote it, and a long prompt

@@ -1,96 +1,97 @@
 """Claude Code's PreToolUse hook for an agent session whose approvals are `ask` or `deny`.
 
-    python -m ralph.approvals.claude_hook .ralph/sessions/<id>/approvals.json
+    python -P -m ralph.approvals.claude_hook POLICY   (POLICY: PolicyFile.encode())
 
 Claude Code runs it before every tool call (also in `-p` mode), with the call as JSON on
-stdin ({tool_name, tool_input, tool_use_id, session_id, ...}); it records the request in the
-session's stream, gets the decision (a rule, the mode, or whoever answers through the store
-within the timeout) and prints it as the hook's answer:
+stdin ({tool_name, tool_input, tool_use_id, session_id, cwd, ...}); it records the request in
+the session's stream, gets the decision (a rule, the mode, or whoever answers through the
+store within the timeout) and prints it as the hook's answer:
 {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"|"deny",
-"permissionDecisionReason": ...}}. A denial's reason reaches the model. Whatever goes wrong
-here denies the call (a hook that fails otherwise would let it through): stdout carries
-only that one JSON object.
+"permissionDecisionReason": ...}}. A denial's reason reaches the model.
+
+Fail-safe: Claude Code lets a call through when its hook exits with another code than 0 or
+2, or outlives the hook's timeout. So whatever goes wrong here denies: an exception prints
+a denial; a watchdog prints one and exits before Claude Code's timeout; the command line
+(`settings`) adds `|| exit 2` for a Python that cannot even start the module, and `-P` keeps
+the agent's directory (a `ralph/` or `orjson.py` of its own) off `sys.path`.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Any
+import threading
 
-import orjson
-
-from ralph.approvals.desk import ApprovalAnswer, ApprovalDesk
-from ralph.approvals.policy import PolicyFile
-from ralph.store import Store
-
-HOOK_GRACE_S = 60  # Claude Code's own timeout for the hook: the policy's timeout plus this
-
-
-def settings(policy_file: Path, timeout_s: float) -> dict[str, Any]:
-    """The `--settings` Claude Code is given: this hook before every tool."""
-    command = " ".join(_quote(part) for part in (sys.executable, "-m",
-                                                 "ralph.approvals.claude_hook",
-                                                 str(policy_file)))
-    hook = {"type": "command", "command": command, "timeout": int(timeout_s) + HOOK_GRACE_S}
-    return {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}}
+# Printed when nothing else can be (no orjson, no ralph): literal bytes.
+_DENIED = (b'{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": '
+           b'"deny", "permissionDecisionReason": "Ralph could not decide on this tool call, '
+           b'so it is denied"}}\n')
+HOOK_GRACE_S = 60  # Claude Code's timeout for the hook: the policy's timeout plus this
+WATCHDOG_GRACE_S = 20  # the hook's own last word: well before Claude Code's timeout
+_FAILED = 'echo "ralph: the approval hook failed, so the call is denied" >&2; exit 2'
 
 
-def _quote(part: str) -> str:
+def settings(policy: str, timeout_s: float) -> dict[str, object]:
+    """The `--settings` Claude Code is given: this hook before every tool call, and hooks
+    switched on whatever the project's settings say (`disableAllHooks`)."""
     import shlex  # noqa: PLC0415 - only when writing the settings, never in the hook
 
-    return shlex.quote(part)
+    module = [sys.executable, "-P", "-m", "ralph.approvals.claude_hook", policy]
+    command = f"{shlex.join(module)} || {{ {_FAILED}; }}"
+    hook = {"type": "command", "command": command, "timeout": int(timeout_s) + HOOK_GRACE_S}
+    return {"disableAllHooks": False,
+            "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [hook]}]}}
 
 
-def answer_json(decision: str, reason: str) -> bytes:
-    return orjson.dumps({"hookSpecificOutput": {
-        "hookEventName": "PreToolUse", "permissionDecision": decision,
-        "permissionDecisionReason": reason}})
+class _Answer:
+    """The hook's one answer on stdout: the decision's or the watchdog's, whichever comes
+    first; a stdout nobody reads any more ends the hook with 2."""
 
+    def __init__(self) -> None:
+        self._given = threading.Lock()
 
-def reason(answer: ApprovalAnswer) -> str:
-    """What Claude (and the model, for a denial) is told."""
-    who = f"rule {answer.rule}" if answer.rule else answer.by
-    verb = "allowed" if answer.decision == "allow" else "denied"
-    text = f"{verb} by {who} (Ralph)"
-    if answer.message and not answer.rule:
-        text += f": {answer.message}"
-    return text
+    def give(self, out: bytes) -> None:
+        if not self._given.acquire(blocking=False):
+            return
+        try:
+            os.write(1, out)
+        except OSError:
+            os._exit(2)
 
+    def watchdog(self, timeout_s: float) -> None:
+        """Deny and exit at `timeout_s` + WATCHDOG_GRACE_S, whatever is still going on."""
 
-def decide(policy_path: Path, call: dict[str, Any]) -> ApprovalAnswer:
-    spec = PolicyFile.read(policy_path)
-    tool_name = str(call.get("tool_name") or "")
-    if not tool_name:
-        raise ValueError("the hook's input names no tool")
-    tool_use_id = str(call.get("tool_use_id") or "") or f"hook-{os.getpid()}"
-    with Store(spec.store) as store:
-        desk = ApprovalDesk(store, spec.session_id, spec.folder)
-        request, answer = spec.policy.decide_now(desk, tool_use_id, tool_name,
-                                                 call.get("tool_input") or {})
-        if answer is not None:
-            return answer
-        import asyncio  # noqa: PLC0415 - only to wait for a person: most calls do not
+        def expire() -> None:
+            self.give(_DENIED)
+            os._exit(0)
 
-        return asyncio.run(desk.wait(request, spec.policy.timeout_s))
+        timer = threading.Timer(timeout_s + WATCHDOG_GRACE_S, expire)
+        timer.daemon = True
+        timer.start()
 
 
 def main(argv: list[str]) -> int:
+    answer = _Answer()
     try:
+        from ralph.approvals.claude_decide import decide_call  # noqa: PLC0415
+
         if len(argv) != 1:
-            raise ValueError("usage: python -m ralph.approvals.claude_hook POLICY_FILE")
-        call = orjson.loads(sys.stdin.buffer.read())
-        if not isinstance(call, dict):
-            raise ValueError("the hook's input is not a JSON object")
-        answer = decide(Path(argv[0]), call)
-        out = answer_json(answer.decision, reason(answer))
-    except Exception as exc:  # never let a call through because the hook failed
-        out = answer_json("deny", f"Ralph could not decide on this tool call, so it is "
-                                  f"denied: {type(exc).__name__}: {exc}")
-    sys.stdout.buffer.write(out + b"\n")
-    sys.stdout.flush()
+            raise ValueError("usage: python -m ralph.approvals.claude_hook POLICY")
+        out = decide_call(argv[0], sys.stdin.buffer.read(), answer.watchdog)
+    except BaseException as exc:  # whatever it is, the call is denied
+        out = _denial(exc)
+    answer.give(out)
     return 0
+
+
+def _denial(exc: BaseException) -> bytes:
+    try:
+        from ralph.approvals.claude_decide import answer_json  # noqa: PLC0415
+
+        return answer_json("deny", f"Ralph could not decide on this tool call, so it is "
+                                   f"denied: {type(exc).__name__}: {exc}")
+    except BaseException:
+        return _DENIED
 
 
 if __name__ == "__main__":

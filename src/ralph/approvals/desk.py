@@ -10,6 +10,7 @@ rule, or the timeout. One answer per request: answering takes the session's
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ralph.store import Frame, Store
 REQUESTED = "session.approval_requested"
 ANSWERED = "session.approval_answered"
 INPUT_STRING_CHARS = 4000  # a recorded input keeps this much of each string (a file's text)
+INPUT_ITEMS = 200  # and this many entries of each list and object
 LOCK_WAIT_S = 10.0
 
 
@@ -52,16 +54,23 @@ class ApprovalAnswer:
 
 
 def bounded(value: Any, depth: int = 0) -> Any:
-    """`value` with every string cut to INPUT_STRING_CHARS (nested at most 20 deep)."""
+    """`value` with every string cut to INPUT_STRING_CHARS, every list and object to
+    INPUT_ITEMS entries (the rest counted), nested at most 20 deep."""
     if isinstance(value, str):
         return value if len(value) <= INPUT_STRING_CHARS else (
             value[:INPUT_STRING_CHARS] + f"… ({len(value)} characters)")
     if depth >= 20:
         return "…"
     if isinstance(value, Mapping):
-        return {str(k): bounded(v, depth + 1) for k, v in value.items()}
+        items = list(value.items())
+        kept = {str(k): bounded(v, depth + 1) for k, v in items[:INPUT_ITEMS]}
+        if len(items) > INPUT_ITEMS:
+            kept["…"] = f"{len(items) - INPUT_ITEMS} more keys"
+        return kept
     if isinstance(value, list | tuple):
-        return [bounded(v, depth + 1) for v in value]
+        cut = [bounded(v, depth + 1) for v in value[:INPUT_ITEMS]]
+        return cut + ([f"… {len(value) - INPUT_ITEMS} more"] if len(value) > INPUT_ITEMS
+                      else [])
     return value
 
 
@@ -129,6 +138,13 @@ class ApprovalDesk:
             return _answer(frame)
         finally:
             lock.release()
+
+    def close_with_error(self, tool_use_id: str, error: BaseException) -> None:
+        """Deny a pending request whose asker failed (best effort: recorded if the store
+        and the lock allow), so that it does not wait for an answer nobody would act on."""
+        with contextlib.suppress(Exception):  # answered already, or the store failed
+            self.answer(tool_use_id, "deny", f"{type(error).__name__}: {error}"[:500],
+                        by="error")
 
     async def wait(self, request: ApprovalRequest, timeout_s: float) -> ApprovalAnswer:
         """The answer to `request`; after `timeout_s` without one, it is denied ("timeout")."""

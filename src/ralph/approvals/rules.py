@@ -4,14 +4,26 @@ A rule is a tool name, optionally with a glob of the call's subject in parenthes
 `Read` (every call of Read), `Bash(git status*)` (Bash whose command matches `git status*`),
 `mcp__*` (every tool whose name starts so). Tool names match without regard to case, so one
 rule covers Claude Code's `Bash` and opencode's `bash`; the subject's glob (fnmatch: `*`,
-`?`, `[abc]`) matches case for case. A call's subject is its command, else its path, URL or
-search pattern (the first of SUBJECT_KEYS its input has as a string), else its input as
-compact JSON. Deny rules are looked at first: a call that matches both is denied.
+`?`, `[abc]`; `*` crosses `/`) matches case for case. A call's subject is its command, else
+its path (relative to the session's directory when inside it, normalised), URL or search
+pattern, else its input as compact JSON. Deny rules are looked at first: a call that
+matches both is denied.
+
+A shell command is matched command by command: it is split at `;`, `&&`, `||`, `|`, `&`
+and newlines (outside quotes), each piece with its words single-spaced. An allow rule with
+a glob allows a command only if every piece is allowed by some allow rule, and never one
+with a command substitution (`$(...)`, backquotes, `<(...)`) or a piece with a redirection
+(`>`, `<`) the glob does not spell: `Bash(git status*)` does not allow
+`git status; rm -rf ~`. A deny rule denies a command if it matches the whole or any piece.
+Deny rules stay a blocklist (`rm -fr` is not `rm -rf*`): what must never run is better kept
+out with `deny` mode and allow rules.
 """
 
 from __future__ import annotations
 
+import os.path
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -23,10 +35,12 @@ Decision = Literal["allow", "deny"]
 ApprovalMode = Literal["auto", "ask", "deny"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("auto", "ask", "deny")
 
-# The input field that says what a call does, by tool family: shell commands, files, URLs,
-# searches (Claude Code's and opencode's spellings).
-SUBJECT_KEYS = ("command", "cmd", "file_path", "filePath", "notebook_path", "path", "url",
-                "pattern", "query")
+# The input fields that say what a call does, by tool family (Claude Code's, opencode's
+# and the other CLIs' spellings): shell commands, file paths, then the rest.
+SHELL_KEYS = ("command", "cmd")
+PATH_KEYS = ("file_path", "filePath", "filepath", "notebook_path", "path")
+OTHER_KEYS = ("url", "pattern", "query")
+SUBJECT_KEYS = SHELL_KEYS + PATH_KEYS + OTHER_KEYS
 # Tools that only read: allowed without asking unless ralph.toml says otherwise (Claude
 # Code's names; opencode's are the same words in lower case, and names match in any case).
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "List", "NotebookRead", "TodoRead",
@@ -64,18 +78,81 @@ class Rule:
         return self.subject is None or fnmatchcase(subject, self.subject)
 
 
-def subject_of(tool_input: Mapping[str, Any] | Any) -> str:
+@dataclass(frozen=True)
+class Subject:
+    """What a call does: `text` as globs see it; for a shell command (`shell`), its pieces
+    (None: it cannot be split safely) and which of them redirect."""
+
+    text: str
+    shell: bool = False
+    pieces: tuple[str, ...] | None = None
+    redirects: tuple[bool, ...] = ()
+
+
+def subject_of(tool_input: Mapping[str, Any] | Any, cwd: str | None = None) -> str:
     """What a call does, as its rules' globs see it (see the module's docstring)."""
+    return call_subject(tool_input, cwd).text
+
+
+def call_subject(tool_input: Mapping[str, Any] | Any, cwd: str | None = None) -> Subject:
     if isinstance(tool_input, Mapping):
         for key in SUBJECT_KEYS:
             value = tool_input.get(key)
-            if isinstance(value, str):
-                return value
             if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                return " ".join(value)  # a command as an argv list
+                value = shlex.join(value)  # a command as an argv list
+            if not isinstance(value, str):
+                continue
+            if key in SHELL_KEYS:
+                return shell_subject(value)
+            if key in PATH_KEYS:
+                return Subject(_relative(value, cwd))
+            return Subject(value)
     if isinstance(tool_input, str):
-        return tool_input
-    return orjson.dumps(tool_input, default=str, option=orjson.OPT_SORT_KEYS).decode()
+        return Subject(tool_input)
+    return Subject(orjson.dumps(tool_input, default=str, option=orjson.OPT_SORT_KEYS).decode())
+
+
+_SUBSTITUTION = ("$(", "`", "<(", ">(")
+_SEPARATOR_CHARS = frozenset(";&|\n()")
+
+
+def shell_subject(command: str) -> Subject:
+    """The command and its pieces (see the module's docstring)."""
+    if any(mark in command for mark in _SUBSTITUTION):
+        return Subject(command, shell=True)
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()\n")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an unbalanced quote: no telling what runs
+        return Subject(command, shell=True)
+    pieces: list[str] = []
+    redirects: list[bool] = []
+    words: list[str] = []
+    redirect = False
+    for token in [*tokens, ";"]:
+        if token and set(token) <= _SEPARATOR_CHARS:
+            if words:
+                pieces.append(" ".join(words))
+                redirects.append(redirect)
+            words, redirect = [], False
+            continue
+        if token and set(token) <= frozenset("<>&") and ("<" in token or ">" in token):
+            redirect = True
+        words.append(token)
+    return Subject(command, True, tuple(pieces), tuple(redirects))
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    """`path` normalised, relative to `cwd` when it lies inside it."""
+    if cwd and path.startswith("/"):
+        relative = os.path.relpath(os.path.normpath(path), cwd)
+        if relative != ".." and not relative.startswith("../"):
+            return relative
+        return os.path.normpath(path)
+    return os.path.normpath(path) if path else path
 
 
 @dataclass(frozen=True)
@@ -94,11 +171,30 @@ class ApprovalRules:
         return cls(tuple(Rule.parse(text) for text in allow),
                    tuple(Rule.parse(text) for text in deny))
 
-    def decide(self, tool_name: str, tool_input: Any) -> RuleDecision | None:
-        """The decision of the first matching rule, deny rules first; None: no rule says."""
-        subject = subject_of(tool_input)
-        for rules, decision in ((self.deny, "deny"), (self.allow, "allow")):
-            for rule in rules:
-                if rule.matches(tool_name, subject):
-                    return RuleDecision(decision, rule.text)  # type: ignore[arg-type]
-        return None
+    def decide(self, tool_name: str, tool_input: Any,
+               cwd: str | None = None) -> RuleDecision | None:
+        """The decision of the rules, deny rules first; None: no rule says."""
+        subject = call_subject(tool_input, cwd)
+        texts = [subject.text, *(subject.pieces or ())]
+        denying = next((r for r in self.deny
+                        if any(r.matches(tool_name, text) for text in texts)), None)
+        if denying is not None:
+            return RuleDecision("deny", denying.text)
+        if not subject.shell:
+            single = next((r for r in self.allow if r.matches(tool_name, subject.text)), None)
+            return None if single is None else RuleDecision("allow", single.text)
+        whole = next((r for r in self.allow if r.subject is None
+                      and r.matches(tool_name, subject.text)), None)
+        if whole is not None:  # `Bash`: every command, as written
+            return RuleDecision("allow", whole.text)
+        if not subject.pieces:  # a substitution or an unbalanced quote
+            return None
+        used: list[str] = []
+        for piece, redirect in zip(subject.pieces, subject.redirects, strict=True):
+            allowing = next((r for r in self.allow if r.matches(tool_name, piece) and (
+                not redirect or any(c in (r.subject or "") for c in "<>"))), None)
+            if allowing is None:
+                return None
+            if allowing.text not in used:
+                used.append(allowing.text)
+        return RuleDecision("allow", ", ".join(used))

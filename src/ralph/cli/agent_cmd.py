@@ -241,7 +241,9 @@ async def _show(sessions: SessionService, session_id: str, *, verbose: bool,
     display = RunDisplay(verbose=verbose)
     try:
         async for frame in sessions.watch(session_id):
-            if frame.topic not in skip:
+            if frame.topic in skip:
+                display.renderer.feed(frame)  # what it says is known (its mode), not shown
+            else:
                 display(frame)
     finally:
         display.close()

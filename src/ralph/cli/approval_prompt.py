@@ -79,18 +79,19 @@ async def _ask(sessions: SessionService, session_id: str, request: ApprovalReque
     """Ask one request; False once the terminal has no more lines to give."""
     terminal.drop_typed_ahead()
     question = approval_subject({"tool_name": request.tool_name, "input": request.input})
-    _say(f"Allow {question}? [y/N] ", end="")
+    # On a line of its own: the session's live view goes on writing while it waits.
+    _say(f"Allow {question}? [y/N]")
     typed = asyncio.ensure_future(terminal.lines.get())
     elsewhere = asyncio.ensure_future(sessions.desk(session_id).answer_of(request))
     try:
         await asyncio.wait([typed, elsewhere], return_when=asyncio.FIRST_COMPLETED)
         if elsewhere.done():
             answer = elsewhere.result()
-            _say(f"\n  (answered elsewhere: {answer.decision} by {terminal_safe(answer.by)})")
+            _say(f"  (answered elsewhere: {answer.decision} by {terminal_safe(answer.by)})")
             return True
         line = typed.result()
         if line is None:
-            _say("\n  (no more terminal input: answer with `ralph agent approve`)")
+            _say("  (no more terminal input: answer with `ralph agent approve`)")
             return False
         decision: Decision = "allow" if line.lower() in YES else "deny"
         try:
@@ -105,6 +106,6 @@ async def _ask(sessions: SessionService, session_id: str, request: ApprovalReque
             task.cancel()
 
 
-def _say(text: str, end: str = "\n") -> None:
-    sys.stderr.write(text + end)
+def _say(text: str) -> None:
+    sys.stderr.write(text + "\n")
     sys.stderr.flush()

@@ -29,14 +29,23 @@ def write_json(value: Any) -> None:
 
 
 # C0 controls, DEL and C1 controls: an escape sequence in recorded text (a note, an agent's
-# output) must not drive the terminal it is shown on.
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# output) must not drive the terminal it is shown on; nor may the invisible characters that
+# reorder or hide text (bidirectional overrides and isolates, zero-width characters, line and
+# paragraph separators) make it read otherwise than it is.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 def terminal_safe(text: str) -> str:
-    """`text` on one line with control characters shown as `\\xNN` instead of acting."""
-    return _CONTROLS.sub(lambda m: " " if m.group() in "\n\r\t" else f"\\x{ord(m.group()):02x}",
-                         text)
+    """`text` on one line with control characters shown as `\\xNN` (`\\uNNNN`) instead of
+    acting."""
+    return _CONTROLS.sub(_shown, text)
+
+
+def _shown(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in "\n\r\t":
+        return " "
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
 
 
 def exit_text(code: object) -> str:

@@ -36,12 +36,20 @@ class Line:
     level: int = 0  # 0: run and iteration headers, 1: inside an iteration, 2: agent output
 
 
-def approval_subject(meta: dict[str, Any], limit: int = 200) -> str:
-    """`Bash: rm -rf build`: the tool of a permission request and what it would do."""
-    subject = subject_of(meta.get("input"))
-    if len(subject) > limit:
-        subject = subject[:limit] + "…"
-    return terminal_safe(f"{meta.get('tool_name')}: {subject}")
+def approval_subject(meta: dict[str, Any]) -> str:
+    """`Bash: rm -rf build`: the tool of a permission request and what it would do, whole
+    (a person decides on it: nothing may hide at its end), with how much text comes with
+    it (a file's content, an edit's new text), one line, control characters shown."""
+    tool_input = meta.get("input")
+    subject = subject_of(tool_input)
+    extra = []
+    if isinstance(tool_input, dict):
+        for key in ("content", "new_string", "diff"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                extra.append(f"{key}: {counted(len(value), 'character')}")
+    more = f" ({', '.join(extra)})" if extra else ""
+    return terminal_safe(f"{meta.get('tool_name')}: {subject}{more}")
 
 
 def duration_text(seconds: float) -> str:
@@ -75,6 +83,7 @@ class EventRenderer:
         self._streaming: list[str] = []  # streamed text (deltas) not yet ended by a newline
         self._stream_role: str | None = None
         self.shown: set[str] = set()  # reasons and errors shown: the run's end says them once
+        self._approvals = "auto"  # the session's approvals: who may answer its requests
 
     def feed(self, frame: Frame) -> list[Line]:
         meta = frame.meta
@@ -171,6 +180,7 @@ class EventRenderer:
     # -- agent sessions (ralph.sessions) -----------------------------------------------------
 
     def _on_session_started(self, meta: dict[str, Any]) -> list[Line]:
+        self._approvals = str(meta.get("approvals") or "auto")
         title = f": {terminal_safe(str(meta['title']))}" if meta.get("title") else ""
         return [Line(f"session {meta.get('session_id')}  agent "
                      f"{terminal_safe(str(meta.get('agent')))}{title}", "bold")]
@@ -179,6 +189,10 @@ class EventRenderer:
         return [Line(f"stop requested by {terminal_safe(str(meta.get('by')))}", "yellow", 1)]
 
     def _on_session_approval_requested(self, meta: dict[str, Any]) -> list[Line]:
+        # Under `deny` the rules or the mode answer at once (the answer's line says which);
+        # under `ask` a person may have to: say how.
+        if self._approvals != "ask":
+            return []
         ask = (f"ralph agent approve {meta.get('session_id')} {meta.get('tool_use_id')} "
                "--allow|--deny")
         return [Line(f"permission asked: {approval_subject(meta)}", "bold yellow", 1),

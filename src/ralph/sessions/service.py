@@ -27,12 +27,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ralph.agents import adapter_for
 from ralph.agents.base import AgentError
 from ralph.agents.runner import AgentOutcome, resolve_program, run_agent
-from ralph.approvals import claude_hook
 from ralph.approvals.desk import ApprovalAnswer, ApprovalDesk, ApprovalRequest, NotPending
 from ralph.approvals.policy import ApprovalPolicy, PolicyFile
 from ralph.approvals.rules import APPROVAL_MODES, ApprovalMode, Decision
@@ -150,18 +147,29 @@ class SessionService:
         conversation = _conversation(resolved, earlier, native)
         if conversation is not None:
             argv = adapter.continue_argv(argv, conversation)
-        hook_settings = folder / "claude-settings.json"
-        argv = adapter.approvals_argv(argv, approvals, hook_settings)
+        if earlier is not None and resolved.adapter == "opencode" and \
+                earlier.approvals != "auto" and approvals == "auto":
+            raise SessionError(f"session {earlier.session_id} ran opencode with approvals "
+                               f"'{earlier.approvals}': its conversation keeps asking before "
+                               "each tool call, which `opencode run` would refuse every "
+                               "time; continue it with approvals ask or deny")
+        own_argv = adapter.build(argv, resolved.model, prompt, str(prompt_file)).argv
+        policy = self._policy(session_id, approvals, where)
+        argv = adapter.approvals_argv(argv, approvals, policy.encode(), folder.resolve())
+        files = adapter.approvals_files(approvals)
+        # The agent's own program, whatever runs it (a bridge may: opencode under ask).
+        resolve_program(own_argv, resolved, adapter.install_hint)
         resolved = replace(resolved, argv=tuple(argv))  # what run_agent will run
         command = adapter.build(argv, resolved.model, prompt, str(prompt_file))
-        resolve_program(command.argv, resolved, adapter.install_hint)
         busy = None if allow_concurrent else self._claim(resolved.name, where, session_id)
         lock = FileLock(folder / "owner.lock")
         try:
             folder.mkdir(parents=True)
             prompt_file.write_text(prompt, encoding="utf-8")
             if approvals != "auto":
-                self._write_policy(session_id, approvals, hook_settings)
+                policy.write()  # for reading back: its processes get it inline
+            for name, text in files.items():
+                atomic_write_bytes(folder / name, text.encode(), durable=False)
             lock.try_acquire()  # new and ours: nobody else can hold it yet
             log_path = folder / "agent.log"
             started = self.store.append("session.started", {
@@ -199,17 +207,14 @@ class SessionService:
                                f"({earlier.agent_session_id[:40]!r})")
         return earlier
 
-    def _write_policy(self, session_id: str, mode: ApprovalMode, hook_settings: Path) -> None:
-        """The policy the agent's hook process reads, and Claude Code's settings naming it
-        (written for every agent: harmless where unused)."""
+    def _policy(self, session_id: str, mode: ApprovalMode, cwd: Path) -> PolicyFile:
+        """The session's approval policy: its mode with ralph.toml's [approvals]."""
         assert self.config is not None
         rules = self.config.approvals
-        policy = ApprovalPolicy(mode, tuple(rules.allow), tuple(rules.deny),
-                                float(rules.timeout_seconds))
-        written = PolicyFile(policy, self.store.path.resolve(), session_id,
-                             self.session_dir(session_id).resolve()).write()
-        atomic_write_bytes(hook_settings, orjson.dumps(
-            claude_hook.settings(written, policy.timeout_s)), durable=False)
+        return PolicyFile(ApprovalPolicy(mode, tuple(rules.allow), tuple(rules.deny),
+                                         float(rules.timeout_seconds)),
+                          self.store.path.resolve(), session_id,
+                          self.session_dir(session_id).resolve(), cwd)
 
     def _claim(self, agent: str, cwd: Path, session_id: str) -> FileLock:
         """The (agent, directory) lock for the session's life; AgentBusy if another session
