@@ -58,6 +58,11 @@ def scenario(case: str, cli: str, tasks: int) -> dict[str, Any]:
             {"name": name, "match": {"user": f"proof-{name}"},
              "reply": {"shell": f"echo {name} > {name}.txt"},
              "then": [{"text": "finished"}]} for name in APPROVAL_CASES]}
+    if case == "readonly":  # approvals deny: the model tries to write a file, then a command
+        return {"default": {"text": "OK"}, "rules": [
+            {"name": "escape", "match": {"user": "proof-readonly"},
+             "reply": {"write_file": {"path": "written.txt", "content": "x"}},
+             "then": [{"shell": "echo escaped > escaped.txt"}, {"text": "finished"}]}]}
     if case == "401":  # the key is refused: the run must stop at once, no attempt counted
         rules.insert(0, {"name": "unauthorized",
                          "reply": {"error": {"status": 401,
@@ -78,7 +83,7 @@ def main() -> int:
     args.add_argument("--cli", required=True)
     args.add_argument("--case", required=True,
                       choices=["success", "429", "hang", "server", "401", "continue",
-                               "approvals"])
+                               "approvals", "readonly"])
     args.add_argument("--project", required=True, type=Path)
     args.add_argument("--out", required=True, type=Path)
     opts = args.parse_args()
@@ -95,8 +100,9 @@ def main() -> int:
         os.environ.clear()
         os.environ.update(base_env(home))
         make_project(root, opts.cli, cli.argv, cli.env, opts.case, tasks)
-        if opts.case in ("continue", "approvals"):
-            turns = two_turns(root) if opts.case == "continue" else approvals(root)
+        if opts.case in ("continue", "approvals", "readonly"):
+            turns = (two_turns(root) if opts.case == "continue" else approvals(root)
+                     if opts.case == "approvals" else readonly(root))
             turns["requests"] = [r.to_dict() for r in fake.requests]
             opts.out.write_text(json.dumps(turns, default=str))
             return 0
@@ -177,6 +183,23 @@ def approvals(root: Path) -> dict[str, Any]:
                     "events": [f.to_dict() for f in store.read(stream=f"sessions/{session_id}")
                                if f.topic.startswith("session.")]}
         return found
+
+    return asyncio.run(go())
+
+
+def readonly(root: Path) -> dict[str, Any]:
+    """A session under approvals deny whose model tries to write (and, for gemini, to leave
+    its read-only plan mode first)."""
+
+    async def go() -> dict[str, Any]:
+        with Store(root / ".ralph" / "store") as store:
+            sessions = SessionService(root, load_config(root), store)
+            info = await sessions.wait(await sessions.launch("Run proof-readonly",
+                                                             approvals="deny"), 240)
+            return {"session": dataclasses.asdict(info),
+                    "escaped": (root / "escaped.txt").exists(),
+                    "written": (root / "written.txt").exists(),
+                    "log": Path(info.log_path).read_text(errors="replace")[-4000:]}
 
     return asyncio.run(go())
 

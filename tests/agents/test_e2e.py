@@ -240,3 +240,23 @@ def test_the_agent_asks_ralph_before_each_tool_call(tmp_path: Path, cli: str) ->
         assert all("listening on http://127.0.0.1:" in log.read_text() for log in logs)
         assert [pid for pid in os.listdir("/proc") if pid.isdigit()
                 and _cwd(pid).startswith(str(proj))] == []
+
+
+@pytest.mark.parametrize("cli", ["codex", "gemini"])
+def test_approvals_deny_keeps_codex_and_gemini_read_only(tmp_path: Path, cli: str) -> None:
+    """They ask nobody: `deny` is their own read-only sandbox (codex) or plan mode held by a
+    policy (gemini: plan mode's way out, exit_plan_mode, would switch to yolo with nobody
+    to ask; the policy keeps it from being offered), and a model that tries to write a file
+    or run a command that writes changes nothing."""
+    result = drive(tmp_path, cli, "readonly")
+    session = result["session"]
+    assert session["approvals"] == "deny" and session["status"] in ("completed", "failed")
+    assert not result["escaped"] and not result["written"], result["log"]
+    flags = {"codex": ["--sandbox", "read-only"], "gemini": ["--approval-mode", "plan"]}[cli]
+    argv = session["argv"]
+    assert any(argv[i:i + 2] == flags for i in range(len(argv))), argv
+    asked = [r for r in result["requests"] if r["rule"] == "escape"]
+    assert asked and asked[0]["tool_calls"], "the model never tried"
+    if cli == "gemini":
+        offered = {tool for r in result["requests"] for tool in r["tools"]}
+        assert "write_file" in offered and "exit_plan_mode" not in offered, offered
