@@ -477,3 +477,28 @@ def test_an_opencode_conversation_run_under_ask_is_not_continued_under_auto(
                                            r"with approvals ask or deny"):
         asyncio.run(sessions.launch("more", continue_from="ses_asked"))
     assert [f.topic for f in store.read()] == ["session.started", "session.finished"]
+
+
+WATCHDOG = """
+import sys, time
+from ralph.approvals import claude_hook
+claude_hook.WATCHDOG_GRACE_S = 0
+answer = claude_hook._Answer()
+answer.watchdog(0.2)
+if sys.argv[1] == "answered":
+    answer.give(b"the decision\\n")
+time.sleep(2)
+print("still here")
+"""
+
+
+@pytest.mark.parametrize("case", ["stuck", "answered"])
+def test_the_hooks_watchdog_denies_a_stuck_decision_and_only_that(case: str) -> None:
+    done = subprocess.run([sys.executable, "-c", WATCHDOG, case], capture_output=True,
+                          text=True, timeout=TIMEOUT, check=False)
+    assert done.returncode == 0, done.stderr
+    if case == "stuck":  # denied, and the process ended there
+        out = json.loads(done.stdout)["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny"
+    else:  # the decision was given: the watchdog neither answers again nor exits early
+        assert done.stdout == "the decision\nstill here\n"

@@ -18,6 +18,7 @@ the agent's directory (a `ralph/` or `orjson.py` of its own) off `sys.path`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -49,25 +50,31 @@ class _Answer:
 
     def __init__(self) -> None:
         self._given = threading.Lock()
+        self._timer: threading.Timer | None = None
 
     def give(self, out: bytes) -> None:
         if not self._given.acquire(blocking=False):
             return
+        if self._timer is not None:
+            self._timer.cancel()
         try:
             os.write(1, out)
         except OSError:
             os._exit(2)
 
     def watchdog(self, timeout_s: float) -> None:
-        """Deny and exit at `timeout_s` + WATCHDOG_GRACE_S, whatever is still going on."""
+        """Deny and exit at `timeout_s` + WATCHDOG_GRACE_S unless the answer is given by
+        then, whatever is still going on."""
 
         def expire() -> None:
-            self.give(_DENIED)
-            os._exit(0)
+            if self._given.acquire(blocking=False):
+                with contextlib.suppress(OSError):
+                    os.write(1, _DENIED)
+                os._exit(0)
 
-        timer = threading.Timer(timeout_s + WATCHDOG_GRACE_S, expire)
-        timer.daemon = True
-        timer.start()
+        self._timer = threading.Timer(timeout_s + WATCHDOG_GRACE_S, expire)
+        self._timer.daemon = True
+        self._timer.start()
 
 
 def main(argv: list[str]) -> int:
