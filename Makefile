@@ -37,8 +37,12 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# The report is written only when pytest gets to its end: a test that ends the pytest process
+# itself (an os._exit in code under test) must fail the run, not pass it half-done.
 unit: $(DEV_STAMP) $(AGENT_CLIS)
-	$(BIN)/pytest -q
+	@rm -f $(VENV)/pytest-report.xml
+	$(BIN)/pytest -q --junitxml=$(VENV)/pytest-report.xml
+	@test -s $(VENV)/pytest-report.xml || { echo "error: pytest ended before its end (no report): a test ended the test process" >&2; exit 1; }
 
 demo: $(RUNTIME_STAMP)
 	$(BIN)/ralph demo

@@ -7,8 +7,9 @@ Every request needs Basic auth `opencode:$OPENCODE_SERVER_PASSWORD` and `?direct
 process's cwd. A prompt's turn: the "model" runs the shell command FAKE_OPENCODE_COMMAND
 (default `echo hi > proof.txt`) through the bash tool, asking first if the session's rules
 say so, then says "finished". FAKE_OPENCODE_MODE changes that: `exit` (exits 3 at once,
-saying why on stderr), `error` (the session reports an error), `child` (a subagent's
-session asks instead), `die` (exits once the permission is asked), `plain-reject` (a
+saying why on stderr), `error` (the session reports an error), `child` (the model starts
+a subagent first, with the task tool, asking for it if the session's rules say so; the
+subagent's session runs the command), `die` (exits once the permission is asked), `plain-reject` (a
 rejection ends the turn, as opencode's does without a message). Each request is appended to
 FAKE_OPENCODE_RECORD as a JSON line {method, path, query, body}; the pid goes to
 FAKE_OPENCODE_PIDFILE.
@@ -68,6 +69,30 @@ def asks(session: dict[str, Any], permission: str) -> bool:
     return action == "ask"
 
 
+def task_call(session: dict[str, Any]) -> bool:
+    """The task tool's call (a subagent); False if it was rejected."""
+    sid = session["id"]
+    tool = part(sid, "tool", tool="task", callID="call_fake_task",
+                state={"status": "running", "input": {"prompt": "do it"}})
+    publish("message.part.updated", sessionID=sid, part=tool)
+    if not asks(session, "task"):
+        return True
+    request = new_id("per")
+    replies[request] = queue.Queue()
+    publish("permission.asked", id=request, sessionID=sid, permission="task",
+            patterns=["general"], metadata={"description": "a subagent"}, always=["*"],
+            tool={"messageID": "msg_1", "callID": "call_fake_task"})
+    reply = replies[request].get(timeout=120)
+    publish("permission.replied", sessionID=sid, requestID=request, reply=reply["reply"])
+    if reply["reply"] == "reject":
+        tool["state"] = {"status": "error", "input": {"prompt": "do it"},
+                         "error": f"{REJECTED} with the following feedback: "
+                                  f"{reply.get('message')}"}
+        publish("message.part.updated", sessionID=sid, part=tool)
+        return False
+    return True
+
+
 def tool_call(session: dict[str, Any], cwd: str) -> bool:
     """The bash tool's call; False if a plain rejection ended the turn."""
     sid = session["id"]
@@ -108,7 +133,9 @@ def turn(session: dict[str, Any], cwd: str) -> None:
         publish("session.status", sessionID=sid, status={"type": "idle"})
         return
     publish("message.part.updated", sessionID=sid, part=part(sid, "step-start"))
-    if MODE == "child":
+    if MODE == "child" and not task_call(session):
+        going = True  # the model goes on without a subagent
+    elif MODE == "child":
         child = {"id": new_id("ses"), "parentID": sid, "title": "a subagent",
                  "permission": [{"permission": "task", "pattern": "*", "action": "deny"}]}
         sessions[child["id"]] = child

@@ -322,7 +322,7 @@ class Project:
         prompt.write_text(stdin)
         with prompt.open() as given:
             return subprocess.Popen(
-                [sys.executable, "-P", "-m", "ralph.approvals.opencode_run", policy, "--",
+                [sys.executable, "-I", "-m", "ralph.approvals.opencode_run", policy, "--",
                  str(self.program), "run", "--format", "json", *run], cwd=self.cwd, env=env,
                 stdin=given, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -423,18 +423,23 @@ def test_continuing_a_session_makes_it_ask_and_keeps_its_denials(project: Projec
     assert (answer["decision"], answer["by"]) == ("deny", "mode")
 
 
-def test_a_subagents_session_is_made_to_ask_and_its_calls_decided(project: Project) -> None:
-    code, lines, err = finish(project.start(project.policy("deny"), mode="child"))
+def test_no_subagent_is_started_under_ask_or_deny(project: Project) -> None:
+    """A subagent's conversation does not apply the asking rule added to it (opencode
+    1.18.33): its calls would run unasked, so its start (the task tool) is denied, even where
+    a rule would allow it, and said so; the model goes on without it."""
+    code, lines, err = finish(project.start(project.policy("deny", ("task",)), mode="child"))
     assert code == 0, err
-    [patched] = project.requests("PATCH", "/session/*")
-    assert patched["body"] == {"permission": [
-        ASK_ALL, {"permission": "task", "pattern": "*", "action": "deny"}]}
+    assert project.requests("PATCH", "/session/*") == []
+    [request] = approvals(project.store_path, "session.approval_requested")
+    assert (request["tool_name"], request["tool_use_id"]) == ("task", "call_fake_task")
     [answer] = approvals(project.store_path, "session.approval_answered")
-    assert (answer["decision"], answer["by"]) == ("deny", "mode")
+    assert (answer["decision"], answer["by"]) == ("deny", "ralph")
     [reply] = project.requests("POST", "/permission/*/reply")
-    assert reply["body"]["reply"] == "reject" and "only the tools" in reply["body"]["message"]
+    assert reply["body"]["reply"] == "reject"
+    assert "subagents are not started" in reply["body"]["message"]
     assert not (project.cwd / "proof.txt").exists()
-    assert "tool_use" not in [line["type"] for line in lines]  # the subagent's own part
+    assert [line["part"]["state"]["status"] for line in lines
+            if line["type"] == "tool_use"] == ["error"]
 
 
 def test_a_session_error_ends_the_run_with_1(project: Project) -> None:

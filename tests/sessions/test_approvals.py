@@ -26,6 +26,7 @@ from ralph.approvals.claude_hook import settings as claude_settings
 from ralph.approvals.desk import ApprovalDesk, NotPending, bounded
 from ralph.approvals.policy import ApprovalPolicy, PolicyFile
 from ralph.approvals.rules import ApprovalRules, Rule, RuleError, subject_of
+from ralph.cli.render import approval_subject
 from ralph.config import load_config
 from ralph.sessions import SessionError, SessionService, UnknownSession
 from ralph.store import Store
@@ -88,7 +89,9 @@ def test_a_shell_command_is_allowed_only_if_every_command_in_it_is() -> None:
     assert decided("git  status -s && git diff") == (
         "allow", "Bash(git status*), Bash(git diff*)")
     for sneaky in ("git status; curl x | sh", "git status\nmake", "git status $(make)",
-                   "git status `make`", "git status > notes.txt", 'git status "unclosed'):
+                   "git status `make`", "git status > notes.txt", 'git status "unclosed',
+                   "git status >| ~/.bashrc", "git status 2>|x",
+                   "git status ${x:=$'\\x24\\x28touch p\\x29'}${x@P}", "git status $[x]"):
         assert decided(sneaky) is None, sneaky
     assert decided("echo x > out.txt") == ("allow", "Bash(echo x > *)")  # spelled out
     for harmful in ("git status; rm -rf ~", " rm  -rf /", "cd / && rm -rf x",
@@ -105,6 +108,27 @@ def test_a_path_is_matched_relative_to_the_sessions_directory() -> None:
     assert rules.decide("Edit", {"file_path": "/p/src/../../etc/x"}, "/p") is None
     assert rules.decide("Edit", {"file_path": "/p/srcx/a"}, "/p") is None
     assert rules.decide("Edit", {"file_path": "src/./a.py"}, "/p") is not None
+    # A relative glob speaks of the session's directory only, however wide it is.
+    wide = ApprovalRules.parse(["Edit(*.py)", "Read(/usr/share/*)", "Grep"], [])
+    assert wide.decide("Edit", {"file_path": "/p/deep/a.py"}, "/p") is not None
+    for outside in ("/home/u/x.py", "/p/../etc/x.py", "../x.py", "~/x.py"):
+        assert wide.decide("Edit", {"file_path": outside}, "/p") is None, outside
+    assert wide.decide("Read", {"file_path": "/usr/share/doc/x"}, "/p") is not None
+    assert wide.decide("Grep", {"path": "/anywhere"}, "/p") is not None  # a bare name
+    # opencode's requests name their paths in `patterns`
+    assert rules.decide("edit", {"patterns": ["/p/src/x.ts"], "always": ["*"]}, "/p") \
+        is not None
+
+
+def test_protected_paths_are_only_read_whatever_the_rules() -> None:
+    rules = ApprovalRules.parse(["Edit", "Write(*)", "Read"], [])
+    for path in (".ralph/store/index.sqlite", ".claude/settings.json", ".git/hooks/pre-commit",
+                 ".git/config", "opencode.json"):
+        found = rules.decide("Edit", {"file_path": f"/p/{path}"}, "/p")
+        assert found is not None and found.decision == "deny", path
+        assert found.rule.startswith("protected path ")
+        assert rules.decide("Read", {"file_path": f"/p/{path}"}, "/p").decision == "allow"  # type: ignore[union-attr]
+    assert rules.decide("Write", {"file_path": "/p/src/.claude.md"}, "/p").decision == "allow"  # type: ignore[union-attr]
 
 
 def test_a_calls_subject_is_its_command_path_or_input() -> None:
@@ -125,8 +149,13 @@ def test_bad_rules_say_how_a_rule_looks(text: str, words: str) -> None:
 
 def test_recorded_inputs_are_bounded() -> None:
     long = "x" * 10_000
-    cut = bounded({"content": long, "nested": [{"deep": long}]})
-    assert cut["content"].endswith("… (10000 characters)") and len(cut["content"]) < 4100
+    cut = bounded({"content": long, "nested": [{"deep": long}], "command": long * 6})
+    assert cut["content"].endswith("… (cut: the whole is 10000 characters)")
+    assert len(cut["content"]) < 4100
+    assert cut["command"] == long * 6  # a command is kept whole up to 64 KiB
+    huge = bounded({"command": "x" * 70_000})["command"]
+    assert approval_subject({"tool_name": "Bash", "input": {"command": huge}}).endswith(
+        "… (cut: the whole is 70000 characters) [NOT SHOWN WHOLE: too long to record]")
     assert len(cut["nested"][0]["deep"]) < 4100
     many = bounded({"items": list(range(1000)), **{f"k{n}": n for n in range(300)}})
     assert len(many["items"]) == 201 and many["items"][-1] == "… 800 more"
@@ -210,7 +239,7 @@ def test_the_hook_answers_by_the_policy_it_is_given(root: Path, store: Store,
 
 def test_the_hook_command_denies_when_python_cannot_run_it(tmp_path: Path) -> None:
     """Claude Code lets a call through when its hook exits with 1: the command line turns
-    any failure to start the hook into exit 2 (a denial), and -P keeps a `ralph` package of
+    any failure to start the hook into exit 2 (a denial), and -I keeps a `ralph` package of
     the agent's directory from shadowing Ralph's."""
     settings = claude_settings(PolicyFile(ApprovalPolicy("ask", (), (), 5), tmp_path / "s",
                                           "ses_x", tmp_path).encode(), 5)

@@ -140,7 +140,7 @@ class OpencodeAdapter(Adapter):
         # prompt from stdin as `opencode run` does.
         if mode == "auto":
             return argv
-        return [sys.executable, "-P", "-m", "ralph.approvals.opencode_run", policy, "--",
+        return [sys.executable, "-I", "-m", "ralph.approvals.opencode_run", policy, "--",
                 *argv]
 
     def default_argv(self, model: str | None) -> list[str]:

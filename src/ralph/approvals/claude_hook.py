@@ -1,6 +1,6 @@
 """Claude Code's PreToolUse hook for an agent session whose approvals are `ask` or `deny`.
 
-    python -P -m ralph.approvals.claude_hook POLICY   (POLICY: PolicyFile.encode())
+    python -I -m ralph.approvals.claude_hook POLICY   (POLICY: PolicyFile.encode())
 
 Claude Code runs it before every tool call (also in `-p` mode), with the call as JSON on
 stdin ({tool_name, tool_input, tool_use_id, session_id, cwd, ...}); it records the request in
@@ -12,8 +12,9 @@ store within the timeout) and prints it as the hook's answer:
 Fail-safe: Claude Code lets a call through when its hook exits with another code than 0 or
 2, or outlives the hook's timeout. So whatever goes wrong here denies: an exception prints
 a denial; a watchdog prints one and exits before Claude Code's timeout; the command line
-(`settings`) adds `|| exit 2` for a Python that cannot even start the module, and `-P` keeps
-the agent's directory (a `ralph/` or `orjson.py` of its own) off `sys.path`.
+(`settings`) adds `|| exit 2` for a Python that cannot even start the module, and `-I`
+(isolated) keeps the agent's directory (a `ralph/` or `orjson.py` of its own) off
+`sys.path`, and PYTHONPATH and the like out of it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def settings(policy: str, timeout_s: float) -> dict[str, object]:
     switched on whatever the project's settings say (`disableAllHooks`)."""
     import shlex  # noqa: PLC0415 - only when writing the settings, never in the hook
 
-    module = [sys.executable, "-P", "-m", "ralph.approvals.claude_hook", policy]
+    module = [sys.executable, "-I", "-m", "ralph.approvals.claude_hook", policy]
     command = f"{shlex.join(module)} || {{ {_FAILED}; }}"
     hook = {"type": "command", "command": command, "timeout": int(timeout_s) + HOOK_GRACE_S}
     return {"disableAllHooks": False,

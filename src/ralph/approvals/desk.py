@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ralph.approvals.rules import Decision
+from ralph.approvals.rules import SHELL_KEYS, Decision
 from ralph.errors import RalphError
 from ralph.flock import FileLock
 from ralph.store import Frame, Store
@@ -26,6 +26,8 @@ REQUESTED = "session.approval_requested"
 ANSWERED = "session.approval_answered"
 INPUT_STRING_CHARS = 4000  # a recorded input keeps this much of each string (a file's text)
 INPUT_ITEMS = 200  # and this many entries of each list and object
+COMMAND_CHARS = 64 * 1024  # and of a shell command this much: a person reads it whole
+CUT_MARK = "… (cut: the whole is "
 LOCK_WAIT_S = 10.0
 
 
@@ -53,22 +55,25 @@ class ApprovalAnswer:
     seq: int
 
 
-def bounded(value: Any, depth: int = 0) -> Any:
-    """`value` with every string cut to INPUT_STRING_CHARS, every list and object to
-    INPUT_ITEMS entries (the rest counted), nested at most 20 deep."""
+def bounded(value: Any, depth: int = 0, limit: int = INPUT_STRING_CHARS) -> Any:
+    """`value` with every string cut to `limit` characters (a command: COMMAND_CHARS),
+    every list and object to INPUT_ITEMS entries (the rest counted), nested at most 20
+    deep. A cut string ends with CUT_MARK and its length, so that nobody decides on a
+    command thinking they saw all of it."""
     if isinstance(value, str):
-        return value if len(value) <= INPUT_STRING_CHARS else (
-            value[:INPUT_STRING_CHARS] + f"… ({len(value)} characters)")
+        return value if len(value) <= limit else (
+            value[:limit] + f"{CUT_MARK}{len(value)} characters)")
     if depth >= 20:
         return "…"
     if isinstance(value, Mapping):
         items = list(value.items())
-        kept = {str(k): bounded(v, depth + 1) for k, v in items[:INPUT_ITEMS]}
+        kept = {str(k): bounded(v, depth + 1, COMMAND_CHARS if k in SHELL_KEYS else
+                                INPUT_STRING_CHARS) for k, v in items[:INPUT_ITEMS]}
         if len(items) > INPUT_ITEMS:
             kept["…"] = f"{len(items) - INPUT_ITEMS} more keys"
         return kept
     if isinstance(value, list | tuple):
-        cut = [bounded(v, depth + 1) for v in value[:INPUT_ITEMS]]
+        cut = [bounded(v, depth + 1, limit) for v in value[:INPUT_ITEMS]]
         return cut + ([f"… {len(value) - INPUT_ITEMS} more"] if len(value) > INPUT_ITEMS
                       else [])
     return value

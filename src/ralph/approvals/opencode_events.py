@@ -35,6 +35,7 @@ class Reaction:
     lines: list[dict[str, Any]] = field(default_factory=list)  # to print, in order
     ask: Ask | None = None  # to decide and answer
     child: dict[str, Any] | None = None  # a subagent's new session (its info): make it ask
+    foreign: str | None = None  # a request of no session of this turn's: to reject
 
 
 _PART_LINES = {"step-start": "step_start", "step-finish": "step_finish"}
@@ -61,7 +62,10 @@ class Turn:
         if kind == "message.part.updated":
             return Reaction(self._part(props.get("part")))
         if kind == "permission.asked":
-            return Reaction(ask=self._ask(props))
+            ask = self._ask(props)
+            foreign = props.get("id") if ask is None and isinstance(props.get("id"), str) \
+                else None
+            return Reaction(ask=ask, foreign=foreign)
         if kind == "session.created":
             return Reaction(child=self._child(props.get("info")))
         if kind == "session.error":

@@ -1,7 +1,7 @@
 """opencode under approvals `ask` or `deny`: its server driven over HTTP, each tool call
 decided by Ralph.
 
-    python -P -m ralph.approvals.opencode_run POLICY -- \\
+    python -I -m ralph.approvals.opencode_run POLICY -- \\
         opencode run --format json [-m provider/model] [--agent A] [-s SESSION] [message..]
 
 POLICY: the session's policy, inline (ralph.approvals.policy.PolicyFile.encode), or the path
@@ -49,7 +49,7 @@ from urllib.parse import quote
 import orjson
 
 from ralph.agents.server import free_port
-from ralph.approvals.desk import ApprovalDesk
+from ralph.approvals.desk import ApprovalAnswer, ApprovalDesk, NotPending
 from ralph.approvals.opencode_args import RunArgs, UsageError, parse_command_line, prompt_text
 from ralph.approvals.opencode_events import ASK_ALL, RUN_RULES, Ask, Reaction, Turn, asking
 from ralph.approvals.opencode_http import (
@@ -69,6 +69,12 @@ HEALTH_TIMEOUT_S = 60.0
 # A request the server accepted before it was ready is never answered: ask again soon.
 HEALTH_ATTEMPT_S = 2.0
 STOP_GRACE_S = 3.0
+# opencode's permission to start a subagent (its `task` tool). A subagent's conversation does
+# not apply the asking rule the bridge adds to it (checked with 1.18.33): its tool calls
+# would run unasked. So under ask and deny there are no subagents.
+SUBAGENT_PERMISSION = "task"
+NO_SUBAGENTS = ("subagents are not started under approvals ask or deny: their tool calls "
+                "could not be asked; do the work in this conversation")
 class ServerGone(BridgeError):
     """The server ended its event stream before the turn ended."""
 
@@ -278,6 +284,9 @@ class Bridge:
             self._spawn(self._make_ask(reaction.child))
         if reaction.ask is not None:
             self._spawn(self._answer(reaction.ask))
+        if reaction.foreign is not None:  # the server is this run's: nobody else would answer
+            self._spawn(self._reply(reaction.foreign, {
+                "reply": "reject", "message": "not a session Ralph runs"}))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)
@@ -305,8 +314,12 @@ class Bridge:
         """Decide by the policy (denied if deciding fails) and reply: a rejection always
         carries the reason, which keeps the agent going and tells the model why."""
         try:
-            answer = await self.spec.policy.decide(self.desk, ask.tool_use_id, ask.tool_name,
-                                                   ask.tool_input, self.spec.cwd)
+            if ask.tool_name == SUBAGENT_PERMISSION:
+                answer = self._no_subagents(ask)
+            else:
+                answer = await self.spec.policy.decide(self.desk, ask.tool_use_id,
+                                                       ask.tool_name, ask.tool_input,
+                                                       self.spec.cwd)
             reply = ({"reply": "once"} if answer.decision == "allow"
                      else {"reply": "reject", "message": reason(answer)})
         except Exception as exc:
@@ -314,8 +327,23 @@ class Bridge:
             self.desk.close_with_error(ask.tool_use_id, exc)
             reply = {"reply": "reject", "message": "Ralph could not decide on this tool call, "
                      f"so it is denied: {type(exc).__name__}: {exc}"}
+        await self._reply(ask.request_id, reply)
+
+    def _no_subagents(self, ask: Ask) -> ApprovalAnswer:
+        """A subagent's tool calls would not be asked (opencode does not apply the rules
+        added to its conversation): it is not started, and the request says so."""
+        self.desk.request(ask.tool_use_id, ask.tool_name, ask.tool_input)
         try:
-            await self.client.call("POST", f"/permission/{quote(ask.request_id, safe='')}/reply",
+            return self.desk.answer(ask.tool_use_id, "deny", NO_SUBAGENTS, by="ralph")
+        except NotPending:
+            answer = self.desk.answers().get(ask.tool_use_id)
+            if answer is None:
+                raise
+            return answer
+
+    async def _reply(self, request_id: str, reply: dict[str, str]) -> None:
+        try:
+            await self.client.call("POST", f"/permission/{quote(request_id, safe='')}/reply",
                                    reply)
         except HttpError as exc:
             if exc.status != 404:  # 404: the request is gone (its session was aborted)

@@ -12,11 +12,15 @@ matches both is denied.
 A shell command is matched command by command: it is split at `;`, `&&`, `||`, `|`, `&`
 and newlines (outside quotes), each piece with its words single-spaced. An allow rule with
 a glob allows a command only if every piece is allowed by some allow rule, and never one
-with a command substitution (`$(...)`, backquotes, `<(...)`) or a piece with a redirection
-(`>`, `<`) the glob does not spell: `Bash(git status*)` does not allow
-`git status; rm -rf ~`. A deny rule denies a command if it matches the whole or any piece.
-Deny rules stay a blocklist (`rm -fr` is not `rm -rf*`): what must never run is better kept
-out with `deny` mode and allow rules.
+with a command substitution (`$(...)`, backquotes, `<(...)`), a `${...}` or `$[...]`
+expansion (which can run one) or a piece with a redirection (`>`, `>|`, `<`, ...) the glob
+does not spell: `Bash(git status*)` does not allow `git status; rm -rf ~`. A path outside
+the session's directory is allowed only by an absolute glob or a bare tool name. A deny
+rule denies a command if it matches the whole or any piece. Whatever the rules, a tool that
+does more than read is denied the session's PROTECTED_PATHS (Ralph's record, the CLIs'
+settings, git's hooks and config). Deny rules stay a blocklist
+(`rm -fr` is not `rm -rf*`): what must never run is better kept out with `deny` mode and
+allow rules.
 """
 
 from __future__ import annotations
@@ -45,6 +49,13 @@ SUBJECT_KEYS = SHELL_KEYS + PATH_KEYS + OTHER_KEYS
 # Code's names; opencode's are the same words in lower case, and names match in any case).
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep", "LS", "List", "NotebookRead", "TodoRead",
                    "TodoWrite")
+
+# Paths no tool but a reading one may touch, whatever the rules say: where Ralph keeps the
+# session's record and answers, and where the agent CLIs and git take settings and hooks
+# from (the next session's, or the next commit's, code).
+PROTECTED_PATHS = (".ralph/*", ".claude/*", ".opencode/*", "opencode.json",
+                   "opencode.jsonc", ".gemini/*", ".codex/*", ".git/hooks/*", ".git/config")
+_READ_ONLY = frozenset(name.lower() for name in READ_ONLY_TOOLS)
 
 _RULE = re.compile(r"^(?P<tool>[^()\s]+)(?:\((?P<subject>.*)\))?$", re.DOTALL)
 
@@ -87,6 +98,7 @@ class Subject:
     shell: bool = False
     pieces: tuple[str, ...] | None = None
     redirects: tuple[bool, ...] = ()
+    outside: bool = False  # a path outside the session's directory (absolute, ../, ~)
 
 
 def subject_of(tool_input: Mapping[str, Any] | Any, cwd: str | None = None) -> str:
@@ -105,15 +117,20 @@ def call_subject(tool_input: Mapping[str, Any] | Any, cwd: str | None = None) ->
             if key in SHELL_KEYS:
                 return shell_subject(value)
             if key in PATH_KEYS:
-                return Subject(_relative(value, cwd))
+                return path_subject(value, cwd)
             return Subject(value)
+        patterns = tool_input.get("patterns")  # opencode's requests: the paths asked about
+        if isinstance(patterns, list) and patterns and all(isinstance(p, str) for p in patterns):
+            return path_subject(patterns[0], cwd)
     if isinstance(tool_input, str):
         return Subject(tool_input)
     return Subject(orjson.dumps(tool_input, default=str, option=orjson.OPT_SORT_KEYS).decode())
 
 
-_SUBSTITUTION = ("$(", "`", "<(", ">(")
-_SEPARATOR_CHARS = frozenset(";&|\n()")
+# Command substitution, and the expansions that can run one from a variable's value
+# (`${x@P}`, arithmetic on `$[...]`): a command holding any of them is never allowed by rule.
+_SUBSTITUTION = ("$(", "`", "<(", ">(", "${", "$[")
+_OPERATOR_CHARS = frozenset(";&|<>()\n")
 
 
 def shell_subject(command: str) -> Subject:
@@ -133,26 +150,30 @@ def shell_subject(command: str) -> Subject:
     words: list[str] = []
     redirect = False
     for token in [*tokens, ";"]:
-        if token and set(token) <= _SEPARATOR_CHARS:
+        operator = bool(token) and set(token) <= _OPERATOR_CHARS
+        if operator and ("<" in token or ">" in token):  # >, >>, >|, 2>&, <<<, &>, ...
+            redirect = True
+        elif operator:  # ;, &&, ||, |, &, (, ), a line break
             if words:
                 pieces.append(" ".join(words))
                 redirects.append(redirect)
             words, redirect = [], False
             continue
-        if token and set(token) <= frozenset("<>&") and ("<" in token or ">" in token):
-            redirect = True
         words.append(token)
     return Subject(command, True, tuple(pieces), tuple(redirects))
 
 
-def _relative(path: str, cwd: str | None) -> str:
-    """`path` normalised, relative to `cwd` when it lies inside it."""
-    if cwd and path.startswith("/"):
-        relative = os.path.relpath(os.path.normpath(path), cwd)
+def path_subject(path: str, cwd: str | None) -> Subject:
+    """`path` normalised, relative to `cwd` when it lies inside it; else marked outside."""
+    if not path:
+        return Subject(path)
+    normal = os.path.normpath(path)
+    if cwd and normal.startswith("/"):
+        relative = os.path.relpath(normal, cwd)
         if relative != ".." and not relative.startswith("../"):
-            return relative
-        return os.path.normpath(path)
-    return os.path.normpath(path) if path else path
+            normal = relative
+    outside = normal.startswith(("/", "~")) or normal == ".." or normal.startswith("../")
+    return Subject(normal, outside=outside)
 
 
 @dataclass(frozen=True)
@@ -175,13 +196,21 @@ class ApprovalRules:
                cwd: str | None = None) -> RuleDecision | None:
         """The decision of the rules, deny rules first; None: no rule says."""
         subject = call_subject(tool_input, cwd)
+        if not subject.shell and not subject.outside and tool_name.lower() not in _READ_ONLY:
+            protected = next((g for g in PROTECTED_PATHS if fnmatchcase(subject.text, g)), None)
+            if protected is not None:
+                return RuleDecision("deny", f"protected path {protected}")
         texts = [subject.text, *(subject.pieces or ())]
         denying = next((r for r in self.deny
                         if any(r.matches(tool_name, text) for text in texts)), None)
         if denying is not None:
             return RuleDecision("deny", denying.text)
         if not subject.shell:
-            single = next((r for r in self.allow if r.matches(tool_name, subject.text)), None)
+            # A relative glob speaks of the session's directory only: a path outside it is
+            # allowed by a bare tool name or an absolute glob (`Read(/usr/share/*)`).
+            single = next((r for r in self.allow if r.matches(tool_name, subject.text) and (
+                not subject.outside or r.subject is None or r.subject.startswith(("/", "~")))),
+                None)
             return None if single is None else RuleDecision("allow", single.text)
         whole = next((r for r in self.allow if r.subject is None
                       and r.matches(tool_name, subject.text)), None)

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ralph.agents.summary import tool_summary
+from ralph.approvals.desk import CUT_MARK
 from ralph.approvals.rules import subject_of
 from ralph.cli.output import exit_text, terminal_safe
 from ralph.store import Frame
@@ -49,6 +50,8 @@ def approval_subject(meta: dict[str, Any]) -> str:
             if isinstance(value, str) and value:
                 extra.append(f"{key}: {counted(len(value), 'character')}")
     more = f" ({', '.join(extra)})" if extra else ""
+    if CUT_MARK in subject:
+        more += " [NOT SHOWN WHOLE: too long to record]"
     return terminal_safe(f"{meta.get('tool_name')}: {subject}{more}")
 
 
