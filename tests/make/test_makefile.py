@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 PIP = "python -m pip install --quiet --disable-pip-version-check"
 RUNTIME = f"{PIP} -e ."
 DEV = f"{PIP} -e .[dev]"
-CHECKS = ["ruff check src tests benchmarks examples", "mypy", "pytest -q"]
+CHECKS = ["ruff check src tests benchmarks examples", "mypy",
+          "pytest -q --junitxml=.venv/pytest-report.xml"]
 STAND_INS = ("python", "ralph", "ruff", "mypy", "pytest")
 
 
@@ -37,6 +38,11 @@ class Checkout:
             program = bin_dir / name
             program.write_text(f'#!/bin/sh\necho "{name} $*" >> "{self.log}"\n')
             program.chmod(0o755)
+        # pytest writes its report when it gets to its end: so does its stand-in
+        (bin_dir / "pytest").write_text(
+            f'#!/bin/sh\necho "pytest $*" >> "{self.log}"\n'
+            'for arg; do case $arg in --junitxml=*) echo "<testsuites/>" > "${arg#*=}";; '
+            'esac; done\n')
         self.age(-100, "pyproject.toml", "tests/agents/package.json",
                  "tests/agents/package-lock.json")
         (agents / "node_modules" / ".installed").touch()  # the agent CLIs: installed
@@ -63,6 +69,21 @@ class Checkout:
 @pytest.fixture
 def checkout(tmp_path: Path) -> Checkout:
     return Checkout(tmp_path)
+
+
+def test_unit_fails_when_pytest_ends_without_its_report(checkout: Checkout) -> None:
+    """A test that ends the pytest process itself (os._exit(0) in code under test) must not
+    pass the run half-done."""
+    (checkout.root / ".venv" / "bin" / "pytest").write_text("#!/bin/sh\nexit 0\n")
+    checkout.make("demo")  # installs nothing of the dev tools' yet: the stamps
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS",
+                                                              "MAKELEVEL")}
+    (checkout.root / ".venv" / ".installed-dev").touch()
+    done = subprocess.run(["make", "--no-print-directory", "unit"], cwd=checkout.root,
+                          capture_output=True, text=True, timeout=60, env=env,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode != 0
+    assert "pytest ended before its end (no report)" in done.stderr
 
 
 def test_demo_installs_ralph_without_the_dev_tools_then_test_adds_them(
