@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("ralph.cli.doctor_cmd", "doctor"),
     "bridge": ("ralph.cli.bridge_cmd", "bridge"),
     "agent": ("ralph.cli.agent_cmd", "app"),
+    "serve": ("ralph.cli.serve_cmd", "serve"),
 }
 
 

@@ -1,0 +1,73 @@
+"""`ralph serve`: the remote API for phones and browsers (ralph.remote)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ralph.cli.helpfmt import at_least
+from ralph.cli.output import error_line
+from ralph.errors import RalphError
+from ralph.project import find_project_root
+
+
+def _positive(value: float) -> float:
+    if not value > 0:
+        raise typer.BadParameter(f"{value} is not a positive number of seconds")
+    return value
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", metavar="HOST",
+                                      help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", callback=at_least(0, 65535),
+                                      help="Port (0: a free one).")] = 8766,
+    token: Annotated[str | None, typer.Option(
+        "--token", metavar="TOKEN",
+        help="The token clients must give (default: $RALPH_TOKEN, else a new one).")] = None,
+    no_auth: Annotated[bool, typer.Option(
+        "--no-auth", help="No token (refused unless the host is a loopback address).")
+    ] = False,
+    allow_origin: Annotated[list[str] | None, typer.Option(
+        "--allow-origin", metavar="ORIGIN",
+        help="A browser origin (scheme://host:port) allowed besides the server's own; "
+             "repeatable.")] = None,
+    heartbeat: Annotated[float, typer.Option(
+        "--heartbeat", metavar="SECONDS", callback=_positive,
+        help="Seconds between event/heartbeat notifications.")] = 30.0,
+    root: Annotated[Path | None, typer.Option("--root", metavar="PATH",
+                                              help="Project root.")] = None,
+) -> None:
+    """Serve the remote API (JSON-RPC 2.0 over WebSocket at /ws, OpenRPC at
+    /api/rpc/discover) for the project here, until Ctrl-C, SIGTERM or a client's
+    `shutdown`. Prints its URLs and writes .ralph/serve.json {pid, ws, http, token}
+    (readable by you only) for local clients."""
+    import asyncio
+
+    from ralph.remote.auth import new_token
+    from ralph.remote.server import ServeOptions
+    from ralph.remote.server import serve as run_server
+
+    secret = None if no_auth else (token or os.environ.get("RALPH_TOKEN") or new_token())
+    options = ServeOptions(root=(root or find_project_root()).resolve(), host=host,
+                           port=port, token=secret, allowed_origins=tuple(allow_origin or ()),
+                           heartbeat_s=heartbeat)
+
+    def started(ws_url: str, http_url: str) -> None:
+        lines = [f"ralph serve: {ws_url} (WebSocket, JSON-RPC 2.0)",
+                 f"             {http_url}/api/rpc/discover (OpenRPC)"]
+        if secret is not None:
+            lines.append(f"token: {secret}   (also in .ralph/serve.json)")
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
+
+    try:
+        code = asyncio.run(run_server(options, started))
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)

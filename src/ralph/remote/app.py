@@ -1,0 +1,96 @@
+"""The HTTP and WebSocket routes of `ralph serve` (a Starlette app):
+
+- `GET /health`: `{"status": "ok"}`, without a token (nothing else is said without one);
+- `GET /api/status`: the `status/get` result;
+- `GET /api/rpc/discover`: the OpenRPC document of the methods, `servers[0].url` the
+  WebSocket's real address;
+- `/ws`: JSON-RPC 2.0 over WebSocket (ralph.remote.clients).
+
+Every route but /health needs the token (ralph.remote.auth): HTTP 401 without it, and a
+refused upgrade (HTTP 403) for a WebSocket, as for a browser page of another origin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from ralph.remote.auth import given_token, origin_ok, token_ok
+from ralph.remote.clients import Client
+from ralph.remote.methods import RemoteState, status
+from ralph.rpc import Dispatcher, Registry
+
+OPEN_PATHS = ("/health",)
+
+
+class Guard:
+    """The token on every request but OPEN_PATHS; the origin on every WebSocket upgrade."""
+
+    def __init__(self, app: ASGIApp, token: str | None, allowed_origins: Sequence[str]) -> None:
+        self.app = app
+        self.token = token
+        self.allowed_origins = tuple(allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        allowed = token_ok(given_token(headers, query), self.token)
+        if scope["type"] == "websocket":
+            allowed = allowed and origin_ok(headers.get("origin"), headers.get("host"),
+                                            self.allowed_origins)
+            if not allowed:  # closing before accepting refuses the upgrade (HTTP 403)
+                await send({"type": "websocket.close", "code": 1008})
+                return
+        elif not allowed:
+            response = JSONResponse({"error": "a valid token is needed: "
+                                              "Authorization: Bearer TOKEN, or ?token=TOKEN"},
+                                    status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def build_app(state: RemoteState, registry: Registry, *, token: str | None,
+              allowed_origins: Sequence[str], ws_url: str) -> ASGIApp:
+    dispatcher = Dispatcher(registry)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def api_status(request: Request) -> Response:
+        return JSONResponse(status(state).model_dump())
+
+    async def discover(request: Request) -> Response:
+        document: dict[str, Any] = registry.openrpc()
+        document["servers"] = [{"name": "ralph serve", "url": ws_url}]
+        return JSONResponse(document)
+
+    async def websocket(websocket: WebSocket) -> None:
+        await websocket.accept()
+        client = Client(websocket, dispatcher)
+        state.hub.clients.add(client)
+        try:
+            await client.serve()
+        finally:
+            state.hub.clients.discard(client)
+
+    app = Starlette(routes=[
+        Route("/health", health),
+        Route("/api/status", api_status),
+        Route("/api/rpc/discover", discover),
+        WebSocketRoute("/ws", websocket),
+    ])
+    return Guard(app, token, allowed_origins)

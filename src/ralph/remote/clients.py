@@ -1,0 +1,185 @@
+"""The connected WebSocket clients of `ralph serve`: each one's messages answered by the
+JSON-RPC dispatcher, concurrently (a bounded number in flight), at most MESSAGES_PER_MINUTE
+(then -32000 "rate limited" with `data.retry_after`), and everything sent to it through a
+bounded queue: a client that stops reading is disconnected once SEND_QUEUE messages wait
+for it, never buffered without limit. The hub sends notifications to every client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from ralph.remote.limits import SEND_QUEUE, RateLimit
+from ralph.rpc import APPLICATION_ERROR, Dispatcher
+from ralph.rpc.envelope import NULL_ID, encode_id, error_response, notification
+
+log = logging.getLogger("ralph.remote")
+
+IN_FLIGHT = 64  # requests of one client handled at once; more wait to be read
+TOO_SLOW = 4008  # the close code of a client that stopped reading (application range)
+_STOP = b""
+
+
+def rate_limited(raw: bytes | str, retry_after: float) -> bytes | None:
+    """The answer to a message over the rate limit: -32000 with `data.retry_after` for a
+    request (a batch: one error, id null), nothing for a notification."""
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        message = None
+    if isinstance(message, dict):
+        if "id" not in message:
+            return None
+        request_id = message["id"]
+        id_json = encode_id(request_id) if isinstance(request_id, str | int | float) or \
+            request_id is None else NULL_ID
+    else:
+        id_json = NULL_ID
+    return error_response(id_json, APPLICATION_ERROR, "rate limited",
+                          {"retry_after": retry_after})
+
+
+class Client:
+    """One WebSocket connection."""
+
+    def __init__(self, websocket: WebSocket, dispatcher: Dispatcher) -> None:
+        self.websocket = websocket
+        self.dispatcher = dispatcher
+        self.rate = RateLimit()
+        self._outbox: asyncio.Queue[bytes] = asyncio.Queue(maxsize=SEND_QUEUE)
+        self._slots = asyncio.Semaphore(IN_FLIGHT)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sender: asyncio.Task[None] | None = None
+        self._ended = asyncio.Event()  # no more reading: the connection is to end
+        self._close: tuple[int, str] | None = None  # how the server ends it
+        self.dropped = False
+
+    def offer(self, data: bytes) -> bool:
+        """Queue `data` for the client; False (and the client dropped) if its queue is full."""
+        if self.dropped:
+            return False
+        try:
+            self._outbox.put_nowait(data)
+        except asyncio.QueueFull:
+            log.warning("remote: a client stopped reading (%d messages waiting): dropped",
+                        SEND_QUEUE)
+            self.close(TOO_SLOW, "too slow: messages were not read", drop=True)
+            return False
+        return True
+
+    def close(self, code: int, reason: str, *, drop: bool = False) -> None:
+        """End the connection with `code`: after what is queued, or at once if `drop` (a
+        client that does not read: what waits for it is thrown away, and a send stuck on
+        it given up)."""
+        if self._close is not None:
+            return
+        self._close = (code, reason)
+        self.dropped = True
+        if drop:
+            while not self._outbox.empty():
+                self._outbox.get_nowait()
+            if self._sender is not None:
+                self._sender.cancel()
+            self._ended.set()
+        else:
+            if self._outbox.full():
+                self._outbox.get_nowait()
+            self._outbox.put_nowait(_STOP)
+
+    async def serve(self) -> None:
+        """Read and answer messages until the client goes, or the server ends it."""
+        loop = asyncio.get_running_loop()
+        self._sender = loop.create_task(self._send_all())
+        ended = loop.create_task(self._ended.wait())
+        try:
+            while True:
+                receiving = loop.create_task(self.websocket.receive())
+                await asyncio.wait({receiving, ended}, return_when=asyncio.FIRST_COMPLETED)
+                if not receiving.done():
+                    receiving.cancel()
+                    break
+                message = receiving.result()
+                if message["type"] == "websocket.disconnect":
+                    break
+                raw = message["text"] if message.get("text") is not None else \
+                    message.get("bytes")
+                if raw is not None:
+                    await self._take(raw)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            ended.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            if self._close is not None and not self._sender.done():
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(self._sender), 5)
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._sender
+            await self._say_goodbye()
+
+    async def _take(self, raw: bytes | str) -> None:
+        wait = self.rate.allow()
+        if wait is not None:
+            answer = rate_limited(raw, wait)
+            if answer is not None:
+                self.offer(answer)
+            return
+        await self._slots.acquire()
+        task = asyncio.get_running_loop().create_task(self._answer(raw))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, raw: bytes | str) -> None:
+        try:
+            answer = await self.dispatcher.handle(raw)
+            if answer is not None:
+                self.offer(answer)
+        finally:
+            self._slots.release()
+
+    async def _send_all(self) -> None:
+        while True:
+            data = await self._outbox.get()
+            if data == _STOP:
+                self._ended.set()
+                return
+            try:
+                await self.websocket.send_text(data.decode())
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                self._ended.set()
+                return
+
+    async def _say_goodbye(self) -> None:
+        """The close frame, if the server ends the connection (bounded: the client may not
+        read it; the connection ends when this handler returns anyway)."""
+        if self._close is None or self.websocket.client_state != WebSocketState.CONNECTED:
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.websocket.close(*self._close), 2)
+
+
+class Hub:
+    """The connected clients; notifications to all of them."""
+
+    def __init__(self) -> None:
+        self.clients: set[Client] = set()
+
+    def __len__(self) -> int:
+        return len(self.clients)
+
+    def close_all(self, code: int, reason: str) -> None:
+        for client in list(self.clients):
+            client.close(code, reason)
+
+    def broadcast(self, method: str, params: dict[str, Any] | None = None) -> None:
+        data = notification(method, params)
+        for client in list(self.clients):
+            client.offer(data)

@@ -1,0 +1,151 @@
+"""`ralph serve`: the remote API's process. It binds its socket itself (a port that is taken
+is an error naming it, not uvicorn's exit), writes `.ralph/serve.json` {pid, ws, http, token}
+(mode 0600) for local clients while it runs, sends `event/heartbeat` to every client, and on
+SIGINT, SIGTERM or `shutdown` closes every client's connection (1001, going away) and exits
+0. Uvicorn's own signal handling is left out: it would re-raise the signal at the end, and
+the process would end killed rather than with 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import uvicorn
+
+from ralph.config import load_config
+from ralph.remote.app import build_app
+from ralph.remote.auth import ServeError, check_binding
+from ralph.remote.clients import Hub
+from ralph.remote.limits import MAX_MESSAGE_BYTES
+from ralph.remote.methods import RemoteState, build_registry
+
+log = logging.getLogger("ralph.remote")
+
+DEFAULT_PORT = 8766
+HEARTBEAT_S = 30.0
+SERVE_FILE = "serve.json"
+GOING_AWAY = 1001
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    root: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: str | None = None  # None: --no-auth
+    allowed_origins: Sequence[str] = ()
+    heartbeat_s: float = HEARTBEAT_S
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield  # ours: see the module's docstring
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        why = "is already in use" if exc.errno == 98 else f"cannot be used: {exc.strerror}"
+        raise ServeError(f"port {port} on {host} {why} (choose another with --port)") \
+            from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def urls(host: str, port: int) -> tuple[str, str]:
+    shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
+    return f"ws://{shown}:{port}/ws", f"http://{shown}:{port}"
+
+
+async def serve(options: ServeOptions,
+                started: Callable[[str, str], None] | None = None) -> int:
+    """Serve until a signal or `shutdown`; 0. `started(ws_url, http_url)` once it listens."""
+    check_binding(options.host, options.token)
+    config = load_config(options.root, required=False)
+    sock = bind(options.host, options.port)
+    port = int(sock.getsockname()[1])
+    ws_url, http_url = urls(options.host, port)
+    state = RemoteState(options.root, config, Hub())
+    registry = build_registry(state)
+    app = build_app(state, registry, token=options.token,
+                    allowed_origins=options.allowed_origins, ws_url=ws_url)
+    server = _Server(uvicorn.Config(app, ws_max_size=MAX_MESSAGE_BYTES, log_level="warning",
+                                    lifespan="off", ws="websockets-sansio", access_log=False))
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, state.shutdown.set)
+    serve_file = options.root / ".ralph" / SERVE_FILE
+    heart = loop.create_task(_heartbeat(state, options.heartbeat_s))
+    stopper = loop.create_task(_stop_when_asked(state, server))
+    serving = loop.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if serving.done():
+            await serving
+            raise ServeError("the server could not start")
+        _write_serve_file(serve_file, ws_url, http_url, options.token)
+        if started is not None:
+            started(ws_url, http_url)
+        await serving
+    finally:
+        for task in (heart, stopper):
+            task.cancel()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        with contextlib.suppress(FileNotFoundError):
+            serve_file.unlink()
+        sock.close()
+    return 0
+
+
+async def _stop_when_asked(state: RemoteState, server: uvicorn.Server) -> None:
+    await state.shutdown.wait()
+    state.hub.close_all(GOING_AWAY, "the server is shutting down")
+    await asyncio.sleep(0.2)  # the close frames out before uvicorn ends the connections
+    server.should_exit = True
+
+
+async def _heartbeat(state: RemoteState, every_s: float) -> None:
+    sequence = 0
+    while True:
+        await asyncio.sleep(every_s)
+        if not len(state.hub):
+            continue
+        sequence += 1
+        state.hub.broadcast("event/heartbeat", {
+            "server_time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "sequence": sequence, "agent_status": "idle",
+            "uptime_seconds": state.uptime_seconds})
+
+
+def _write_serve_file(path: Path, ws_url: str, http_url: str, token: str | None) -> None:
+    """{pid, ws, http, token}, readable by this user only (it holds the token)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps({"pid": os.getpid(), "ws": ws_url, "http": http_url,
+                       "token": token}).encode()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    tmp.replace(path)

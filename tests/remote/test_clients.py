@@ -1,0 +1,78 @@
+"""A client of `ralph serve` that stops reading is dropped once SEND_QUEUE messages wait for
+it (never buffered without limit), while the others go on; the rate limit's window."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.websockets import WebSocketState
+
+from ralph.remote.clients import TOO_SLOW, Client, Hub, rate_limited
+from ralph.remote.limits import SEND_QUEUE, RateLimit
+from ralph.rpc import Dispatcher, Registry
+
+
+class StuckSocket:
+    """A WebSocket whose peer never reads: the first send blocks for ever."""
+
+    def __init__(self, stuck: bool) -> None:
+        self.stuck = stuck
+        self.sent: list[str] = []
+        self.closed: tuple[int, str] | None = None
+        self.client_state = WebSocketState.CONNECTED
+        self._gone = asyncio.Event()
+
+    async def send_text(self, text: str) -> None:
+        if self.stuck:
+            await asyncio.Event().wait()
+        self.sent.append(text)
+
+    async def close(self, code: int, reason: str) -> None:
+        self.closed = (code, reason)
+        self._gone.set()
+
+    async def receive(self) -> dict[str, Any]:
+        await self._gone.wait()
+        return {"type": "websocket.disconnect"}
+
+
+def test_a_client_that_stops_reading_is_dropped_and_the_others_go_on() -> None:
+    async def go() -> tuple[Client, StuckSocket, StuckSocket]:
+        dispatcher = Dispatcher(Registry(title="t", version="1"))
+        hub = Hub()
+        slow_socket, good_socket = StuckSocket(True), StuckSocket(False)
+        slow = Client(slow_socket, dispatcher)  # type: ignore[arg-type]
+        good = Client(good_socket, dispatcher)  # type: ignore[arg-type]
+        hub.clients |= {slow, good}
+        tasks = [asyncio.ensure_future(c.serve()) for c in (slow, good)]
+        for n in range(SEND_QUEUE + 10):
+            hub.broadcast("event/agent_output", {"n": n})
+            await asyncio.sleep(0)
+        await asyncio.wait_for(tasks[0], 5)  # the slow one ends by itself
+        good.close(1001, "done")
+        await asyncio.wait_for(tasks[1], 5)
+        return slow, slow_socket, good_socket
+
+    slow, slow_socket, good_socket = asyncio.run(go())
+    assert slow.dropped and not slow.offer(b"more")
+    assert slow_socket.closed == (TOO_SLOW, "too slow: messages were not read")
+    assert len(good_socket.sent) == SEND_QUEUE + 10  # every message, in order
+    assert good_socket.sent[-1].endswith('"params":{"n":1033}}')
+    assert good_socket.closed == (1001, "done")
+
+
+def test_the_rate_limit_is_a_sliding_window() -> None:
+    rate = RateLimit(limit=3, window_s=60)
+    assert [rate.allow(t) for t in (0, 1, 2)] == [None, None, None]
+    assert rate.allow(3) == 57
+    assert rate.allow(60.5) is None  # the first one left the window
+
+
+def test_over_the_limit_a_request_gets_an_error_and_a_notification_nothing() -> None:
+    assert rate_limited('{"jsonrpc":"2.0","id":7,"method":"x"}', 1.5) == (
+        b'{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"rate limited",'
+        b'"data":{"retry_after":1.5}}}')
+    assert rate_limited('{"jsonrpc":"2.0","method":"x"}', 1.5) is None
+    assert b'"id":null' in (rate_limited("[1,2]", 2) or b"")
+    assert TOO_SLOW == 4008

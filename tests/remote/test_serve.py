@@ -1,0 +1,277 @@
+"""`ralph serve` as a real process, with a real WebSocket client (`websockets`) and HTTP:
+authentication, the origin check, the lifecycle methods and `status/get`, JSON-RPC's
+errors and batches, the limits, the heartbeat, and a clean end (SIGTERM, `shutdown`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+from tests.cli.helpers import RALPH, TIMEOUT
+
+TOKEN = "a-test-token"
+
+
+class Served:
+    def __init__(self, proc: subprocess.Popen[str], root: Path) -> None:
+        self.proc = proc
+        self.root = root
+        info = json.loads((root / ".ralph" / "serve.json").read_text())
+        self.ws: str = info["ws"]
+        self.http: str = info["http"]
+        self.info = info
+
+    def get(self, path: str, token: str | None = TOKEN, *,
+            header: bool = True) -> tuple[int, Any]:
+        url = self.http + path
+        headers = {}
+        if token is not None and header:
+            headers["Authorization"] = f"Bearer {token}"
+        elif token is not None:
+            url += f"?token={token}"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                        timeout=TIMEOUT) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+
+def start(root: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*RALPH, "serve", "--port", "0", *args], cwd=root,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_served(proc: subprocess.Popen[str], root: Path) -> Served:
+    deadline = time.monotonic() + TIMEOUT
+    while not (root / ".ralph" / "serve.json").exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "ralph serve did not start"
+        time.sleep(0.05)
+    return Served(proc, root)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    project = tmp_path / "proj"
+    (project / ".ralph").mkdir(parents=True)
+    (project / "ralph.toml").write_text('[agents.echo]\nargv = ["sh", "-c", "cat"]\n')
+    return project
+
+
+@pytest.fixture
+def served(root: Path) -> Iterator[Served]:
+    proc = start(root, "--token", TOKEN, "--heartbeat", "0.3")
+    try:
+        yield wait_served(proc, root)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(TIMEOUT)
+
+
+def rpc(served: Served, *messages: Any, query: str = f"?token={TOKEN}",
+        **connect: Any) -> list[Any]:
+    """Send each message (a JSON value, or raw text) and read one answer to each."""
+
+    async def go() -> list[Any]:
+        async with websockets.connect(served.ws + query, **connect) as ws:
+            answers: list[dict[str, Any]] = []
+            for message in messages:
+                await ws.send(message if isinstance(message, str) else json.dumps(message))
+                answers.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+            return answers
+
+    return asyncio.run(go())
+
+
+def refused(served: Served, query: str, **connect: Any) -> int:
+    """The HTTP status of a refused upgrade."""
+
+    async def go() -> int:
+        with pytest.raises(websockets.InvalidStatus) as caught:
+            async with websockets.connect(served.ws + query, **connect):
+                pass
+        return caught.value.response.status_code
+
+    return asyncio.run(go())
+
+
+def test_http_needs_the_token_but_for_health(served: Served) -> None:
+    assert served.get("/health", None) == (200, {"status": "ok"})
+    for token, header in ((None, True), ("wrong", True), ("wrong", False)):
+        status, body = served.get("/api/status", token, header=header)
+        assert status == 401 and "Bearer" in body["error"]
+    status, body = served.get("/api/status")
+    assert status == 200 and body["repo_path"] == str(served.root)
+    assert served.get("/api/status", TOKEN, header=False)[0] == 200
+    status, document = served.get("/api/rpc/discover")
+    assert status == 200 and document["servers"][0]["url"] == served.ws
+    assert {"initialize", "initialized", "shutdown", "status/get"} <= {
+        m["name"] for m in document["methods"]}
+    assert served.info["token"] == TOKEN and served.info["pid"] == served.proc.pid
+    assert (served.root / ".ralph" / "serve.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_websocket_needs_the_token_and_the_servers_own_origin(served: Served) -> None:
+    assert refused(served, "") == 403
+    assert refused(served, "?token=wrong") == 403
+    assert refused(served, "", additional_headers={"Authorization": "Bearer wrong"}) == 403
+    assert refused(served, f"?token={TOKEN}", origin="http://evil.example") == 403
+    [answer] = rpc(served, {"jsonrpc": "2.0", "id": 1, "method": "status/get"}, query="",
+                   additional_headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answer["result"]["connected_clients"] == 1
+    own = served.http  # the page the server itself serves
+    [answer] = rpc(served, {"jsonrpc": "2.0", "id": 1, "method": "status/get"}, origin=own)
+    assert "result" in answer
+
+
+def test_an_allowed_origin_and_no_auth_on_loopback(root: Path) -> None:
+    proc = start(root, "--no-auth", "--allow-origin", "http://phone.local:3000")
+    try:
+        served = wait_served(proc, root)
+        assert served.info["token"] is None
+        assert served.get("/api/status", None)[0] == 200
+        [answer] = rpc(served, {"jsonrpc": "2.0", "id": 1, "method": "status/get"},
+                       query="", origin="http://phone.local:3000")
+        assert "result" in answer
+        assert refused(served, "", origin="http://other.local") == 403
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(TIMEOUT) == 0
+
+
+def test_initialize_and_status_get_as_the_document_writes_them(served: Served) -> None:
+    init, status = rpc(served, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                "params": {"protocolVersion": "1.0",
+                                           "clientInfo": {"name": "t", "version": "1"}}},
+                       {"jsonrpc": "2.0", "id": "s", "method": "status/get"})
+    result = init["result"]
+    assert result["protocolVersion"] == "1.0" and result["serverInfo"]["name"] == "ralph"
+    capabilities = result["capabilities"]
+    assert capabilities["notifications"] == ["event/heartbeat"]
+    assert "echo" in capabilities["supportedAgents"]  # sh is found
+    assert capabilities["agent"]["run"] is False  # claims only what works
+    assert capabilities["file"]["maxFileSize"] == 10 * 1024 * 1024
+    assert status["id"] == "s"
+    assert set(status["result"]) == {
+        "session_id", "agent_session_id", "agent_state", "agent_type", "connected_clients",
+        "repo_path", "repo_name", "uptime_seconds", "version", "watcher_enabled",
+        "git_enabled"}
+    assert status["result"]["agent_state"] == "idle"
+    assert status["result"]["repo_name"] == "proj"
+
+
+def test_json_rpc_errors_batches_and_notifications(served: Served) -> None:
+    parse, invalid, unknown, batch = rpc(
+        served, "{not json", {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "id": 2, "method": "no/such"},
+        [{"jsonrpc": "2.0", "id": 3, "method": "status/get"},
+         {"jsonrpc": "2.0", "method": "initialized"},
+         {"jsonrpc": "2.0", "id": 4, "method": "initialize",
+          "params": {"protocolVersion": 5}}])
+    assert parse["error"]["code"] == -32700 and parse["id"] is None
+    assert invalid["error"]["code"] == -32600 and invalid["id"] == 1
+    assert unknown["error"]["code"] == -32601
+    assert [a["id"] for a in batch] == [3, 4]
+    assert batch[1]["error"]["code"] == -32602 and "data" in batch[1]["error"]
+
+
+def test_the_heartbeat_reaches_every_client(served: Served) -> None:
+    async def go() -> dict[str, Any]:
+        async with websockets.connect(served.ws + f"?token={TOKEN}") as ws:
+            return dict(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+
+    beat = asyncio.run(go())
+    assert beat["method"] == "event/heartbeat" and "id" not in beat
+    assert set(beat["params"]) == {"server_time", "sequence", "agent_status",
+                                   "uptime_seconds"}
+    assert beat["params"]["sequence"] >= 1 and beat["params"]["server_time"].endswith("Z")
+
+
+def test_the_rate_limit_answers_minus_32000_with_retry_after(served: Served) -> None:
+    async def go() -> list[dict[str, Any]]:
+        async with websockets.connect(served.ws + f"?token={TOKEN}") as ws:
+            for n in range(601):
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": n, "method": "status/get"}))
+            answers: list[dict[str, Any]] = []
+            while len(answers) < 601:
+                message = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+                if "id" in message:
+                    answers.append(message)
+            return answers
+
+    answers = asyncio.run(go())
+    limited = [a for a in answers if "error" in a]
+    assert len(limited) == 1 and limited[0]["id"] == 600
+    assert limited[0]["error"]["code"] == -32000
+    assert limited[0]["error"]["message"] == "rate limited"
+    assert 0 < limited[0]["error"]["data"]["retry_after"] <= 60
+
+
+def test_a_message_over_16_mib_closes_the_connection(served: Served) -> None:
+    async def go() -> int | None:
+        async with websockets.connect(served.ws + f"?token={TOKEN}",
+                                      max_size=None) as ws:
+            await ws.send("x" * (16 * 1024 * 1024 + 1))
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(ws.recv(), TIMEOUT)
+            return closed.value.rcvd.code if closed.value.rcvd else None
+
+    assert asyncio.run(go()) == 1009  # message too big
+    [answer] = rpc(served, {"jsonrpc": "2.0", "id": 1, "method": "status/get"})
+    assert "result" in answer  # the server goes on
+
+
+def test_sigterm_and_shutdown_end_the_server_cleanly(root: Path, served: Served) -> None:
+    async def told() -> int | None:
+        async with websockets.connect(served.ws + f"?token={TOKEN}") as ws:
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "shutdown"}))
+            while True:
+                try:
+                    message = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+                except websockets.ConnectionClosed as exc:
+                    return exc.rcvd.code if exc.rcvd else None
+                if message.get("id") == 1:
+                    assert message["result"] == {"success": True}
+
+    assert asyncio.run(told()) == 1001  # going away
+    assert served.proc.wait(TIMEOUT) == 0
+    assert not (root / ".ralph" / "serve.json").exists()
+    again = start(root, "--token", TOKEN)
+    wait_served(again, root)
+    again.send_signal(signal.SIGTERM)
+    assert again.wait(TIMEOUT) == 0
+    assert not (root / ".ralph" / "serve.json").exists()
+
+
+def test_bad_starts_are_one_line_errors(root: Path) -> None:
+    no_auth = subprocess.run([*RALPH, "serve", "--no-auth", "--host", "0.0.0.0"], cwd=root,
+                             capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert no_auth.returncode == 2
+    assert no_auth.stderr.startswith("error: --no-auth is refused with --host 0.0.0.0")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run([*RALPH, "serve", "--port", str(port)], cwd=root,
+                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert busy.returncode == 2
+    assert busy.stderr == (f"error: port {port} on 127.0.0.1 is already in use (choose "
+                           "another with --port)\n")
+    assert not (root / ".ralph" / "serve.json").exists()
