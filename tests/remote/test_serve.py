@@ -163,9 +163,13 @@ def test_initialize_and_status_get_as_the_document_writes_them(served: Served) -
     result = init["result"]
     assert result["protocolVersion"] == "1.0" and result["serverInfo"]["name"] == "ralph"
     capabilities = result["capabilities"]
-    assert capabilities["notifications"] == ["event/heartbeat"]
+    assert capabilities["notifications"] == [
+        "event/heartbeat", "event/agent_started", "event/agent_output",
+        "event/agent_stopped", "event/agent_status"]
     assert "echo" in capabilities["supportedAgents"]  # sh is found
-    assert capabilities["agent"]["run"] is False  # claims only what works
+    assert capabilities["agent"]["run"] is True
+    assert capabilities["agent"]["sessionWatch"] is False  # claims only what works
+    assert capabilities["git"]["status"] is False
     assert capabilities["file"]["maxFileSize"] == 10 * 1024 * 1024
     assert status["id"] == "s"
     assert set(status["result"]) == {

@@ -1,6 +1,6 @@
 """The remote API's methods (docs/protocols/remote.md): each a translation from the document's
-names and fields to the services. This version: the lifecycle (`initialize`, `initialized`,
-`shutdown`) and `status/get`."""
+names and fields to the services. Here: the lifecycle (`initialize`, `initialized`,
+`shutdown`) and `status/get`; the agent methods are in ralph.remote.agent_methods."""
 
 from __future__ import annotations
 
@@ -8,21 +8,20 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from ralph import __version__
-from ralph.agents import adapter_for
-from ralph.agents.program import check_program
 from ralph.config import BUILTIN_AGENTS, Config
+from ralph.remote import agent_methods
+from ralph.remote.agent_methods import AgentSeat, AgentState, program_problem
 from ralph.remote.clients import Hub
 from ralph.rpc import Registry
 
 PROTOCOL_VERSION = "1.0"
 SERVER_NAME = "ralph"
 MAX_FILE_BYTES = 10 * 1024 * 1024
-AgentState = Literal["idle", "running", "waiting", "stopped", "error"]
 
 
 @dataclass
@@ -32,11 +31,9 @@ class RemoteState:
     root: Path
     config: Config
     hub: Hub
+    seat: AgentSeat
     started: float = field(default_factory=time.monotonic)
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
-    session_id: str | None = None  # the agent session this server started last
-    agent_session_id: str = ""  # its CLI's conversation id, once known
-    agent_type: str | None = None
 
     @property
     def uptime_seconds(self) -> int:
@@ -89,36 +86,34 @@ class StatusResult(BaseModel):
 def supported_agents(config: Config) -> list[str]:
     """The agents configured (or built in) whose programs are found here."""
     names = list(dict.fromkeys([*config.agents, *BUILTIN_AGENTS]))
-    found = []
-    for name in names:
-        agent = config.agent(name)
-        adapter = adapter_for(agent.adapter)
-        argv = list(agent.argv) or adapter.default_argv(agent.model)
-        if argv and check_program(argv[0], adapter.install_hint).problem is None:
-            found.append(name)
-    return found
+    return [name for name in names if program_problem(config, name) is None]
 
 
 def capabilities(state: RemoteState) -> dict[str, Any]:
     """What this server does: only what works (the document's other keys, false)."""
     return {
-        "agent": {"run": False, "stop": False, "respond": False, "sessions": False,
+        "agent": {"run": True, "stop": True, "respond": True, "sessions": True,
                   "sessionWatch": False},
         "git": {"status": False, "diff": False, "stage": False, "unstage": False,
                 "discard": False, "commit": False, "push": False, "pull": False,
                 "branches": False, "checkout": False},
         "file": {"get": False, "list": False, "maxFileSize": MAX_FILE_BYTES},
         "repository": {"index": False, "search": False, "tree": False},
-        "notifications": ["event/heartbeat"],
+        "notifications": ["event/heartbeat", "event/agent_started", "event/agent_output",
+                          "event/agent_stopped", "event/agent_status"],
         "supportedAgents": supported_agents(state.config),
     }
 
 
 def status(state: RemoteState) -> StatusResult:
     """The server's status (also `GET /api/status`)."""
+    seat = state.seat
+    current = seat.current()
     return StatusResult(
-        session_id=state.session_id, agent_session_id=state.agent_session_id,
-        agent_state="idle", agent_type=state.agent_type or state.config.loop.default_agent,
+        session_id=seat.session_id,
+        agent_session_id=(current.agent_session_id or "") if current is not None else "",
+        agent_state=seat.state(),
+        agent_type=seat.agent_type or state.config.loop.default_agent,
         connected_clients=len(state.hub), repo_path=str(state.root),
         repo_name=state.root.name, uptime_seconds=state.uptime_seconds,
         version=__version__, watcher_enabled=False,
@@ -151,4 +146,5 @@ def build_registry(state: RemoteState) -> Registry:
     async def status_get() -> StatusResult:
         return status(state)
 
+    agent_methods.register(registry, state.seat)
     return registry

@@ -23,12 +23,16 @@ from pathlib import Path
 
 import uvicorn
 
-from ralph.config import load_config
+from ralph.config import Config, load_config
+from ralph.remote.agent_events import agent_events
+from ralph.remote.agent_methods import AgentSeat
 from ralph.remote.app import build_app
 from ralph.remote.auth import ServeError, check_binding
 from ralph.remote.clients import Hub
 from ralph.remote.limits import MAX_MESSAGE_BYTES
 from ralph.remote.methods import RemoteState, build_registry
+from ralph.sessions import SessionService
+from ralph.store import Store
 
 log = logging.getLogger("ralph.remote")
 
@@ -81,9 +85,23 @@ async def serve(options: ServeOptions,
     check_binding(options.host, options.token)
     config = load_config(options.root, required=False)
     sock = bind(options.host, options.port)
+    try:
+        with Store(options.root / ".ralph" / "store") as store:
+            sessions = SessionService(options.root, config, store)
+            try:
+                return await _serve(options, config, sock, sessions, started)
+            finally:
+                await sessions.aclose()  # the agents this server started: stopped
+    finally:
+        sock.close()
+
+
+async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
+                 sessions: SessionService, started: Callable[[str, str], None] | None) -> int:
     port = int(sock.getsockname()[1])
     ws_url, http_url = urls(options.host, port)
-    state = RemoteState(options.root, config, Hub())
+    state = RemoteState(options.root, config, Hub(),
+                        AgentSeat(sessions, config))
     registry = build_registry(state)
     app = build_app(state, registry, token=options.token,
                     allowed_origins=options.allowed_origins, ws_url=ws_url)
@@ -93,8 +111,9 @@ async def serve(options: ServeOptions,
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, state.shutdown.set)
     serve_file = options.root / ".ralph" / SERVE_FILE
-    heart = loop.create_task(_heartbeat(state, options.heartbeat_s))
-    stopper = loop.create_task(_stop_when_asked(state, server))
+    helpers = [loop.create_task(_heartbeat(state, options.heartbeat_s)),
+               loop.create_task(_stop_when_asked(state, server)),
+               loop.create_task(_forward_agent_events(state, sessions))]
     serving = loop.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started and not serving.done():
@@ -107,14 +126,23 @@ async def serve(options: ServeOptions,
             started(ws_url, http_url)
         await serving
     finally:
-        for task in (heart, stopper):
+        for task in helpers:
             task.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         with contextlib.suppress(FileNotFoundError):
             serve_file.unlink()
-        sock.close()
     return 0
+
+
+async def _forward_agent_events(state: RemoteState, sessions: SessionService) -> None:
+    """Every agent session's events, as they are recorded (in any process), to every
+    client."""
+    store = sessions.store
+    async with store.subscribe(after_seq=store.last_seq) as frames:
+        async for frame in frames:
+            for method, params in agent_events(frame, sessions.text):
+                state.hub.broadcast(method, params)
 
 
 async def _stop_when_asked(state: RemoteState, server: uvicorn.Server) -> None:
@@ -133,7 +161,7 @@ async def _heartbeat(state: RemoteState, every_s: float) -> None:
         sequence += 1
         state.hub.broadcast("event/heartbeat", {
             "server_time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "sequence": sequence, "agent_status": "idle",
+            "sequence": sequence, "agent_status": state.seat.state(),
             "uptime_seconds": state.uptime_seconds})
 
 

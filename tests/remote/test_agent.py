@@ -1,0 +1,185 @@
+"""`ralph serve`'s agent methods and events with a real WebSocket client: agent/run,
+agent/stop, agent/respond (a permission request answered from the phone), session/list,
+and the document's error codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+from tests.cli.helpers import TIMEOUT
+from tests.remote.test_serve import TOKEN, Served, start, wait_served
+
+FAKE_CLAUDE = Path(__file__).parents[1] / "sessions" / "fake_claude.py"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    root = tmp_path / "proj"
+    (root / ".ralph").mkdir(parents=True)
+    (root / "ralph.toml").write_text(
+        '[loop]\ndefault_agent = "echo"\n\n'
+        '[agents.echo]\nargv = ["sh", "-c", "cat; echo; echo finished"]\n\n'
+        '[agents.slow]\nargv = ["sh", "-c", "cat >/dev/null; exec sleep 300"]\n\n'
+        '[agents.missing]\nargv = ["/nonexistent/agent"]\n\n'
+        f'[agents.hooked]\nadapter = "claude"\n'
+        f"argv = {json.dumps([sys.executable, str(FAKE_CLAUDE), '-p'])}\n")
+    proc = start(root, "--token", TOKEN)
+    try:
+        yield wait_served(proc, root)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(TIMEOUT)
+            except Exception:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+class Phone:
+    """A connected client: calls, and the notifications it received meanwhile."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.events: list[dict[str, Any]] = []
+        self._id = 0
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self._id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.ws.send(json.dumps(message))
+        while True:
+            answer = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
+            if answer.get("id") == self._id:
+                return dict(answer)
+            self.events.append(answer)
+
+    async def until(self, method: str, **match: Any) -> dict[str, Any]:
+        """The first notification `method` whose params have `match` (seen or to come)."""
+        while True:
+            for event in self.events:
+                if event.get("method") == method and all(
+                        event["params"].get(k) == v for k, v in match.items()):
+                    return dict(event["params"])
+            self.events.append(json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT)))
+
+
+def on_phone(served: Served, script: Any) -> Any:
+    async def go() -> Any:
+        async with websockets.connect(served.ws + f"?token={TOKEN}") as ws:
+            return await script(Phone(ws))
+
+    return asyncio.run(go())
+
+
+def test_an_agent_runs_and_every_client_sees_it(served: Served) -> None:
+    async def script(phone: Phone) -> dict[str, Any]:
+        started = await phone.call("agent/run", {"prompt": "say hello"})
+        session_id = started["result"]["session_id"]
+        assert started["result"] == {"status": "started", "session_id": session_id,
+                                     "agent_type": "echo"}
+        begun = await phone.until("event/agent_started", session_id=session_id)
+        assert begun["agent_type"] == "echo" and begun["prompt"] == "say hello"
+        output = await phone.until("event/agent_output", session_id=session_id,
+                                   content="finished")
+        assert output["type"] == "text" and output["seq"] > begun["seq"]
+        stopped = await phone.until("event/agent_stopped", session_id=session_id)
+        assert stopped["reason"] == "completed"
+        await phone.until("event/agent_status", session_id=session_id, state="idle")
+        status = (await phone.call("status/get"))["result"]
+        assert status["session_id"] == session_id and status["agent_state"] == "idle"
+        listed = (await phone.call("session/list", {"limit": 5}))["result"]
+        return dict(listed)
+
+    listed = on_phone(served, script)
+    assert listed["total"] >= 1
+    [mine] = [s for s in listed["sessions"] if s["kind"] == "ralph"]
+    assert mine["agent_type"] == "echo" and mine["summary"] == "say hello"
+    assert mine["status"] == "completed"
+
+
+def test_one_agent_at_a_time_and_stop(served: Served) -> None:
+    async def script(phone: Phone) -> None:
+        first = (await phone.call("agent/run", {"prompt": "wait", "agent_type": "slow"}))
+        session_id = first["result"]["session_id"]
+        busy = await phone.call("agent/run", {"prompt": "again"})
+        assert busy["error"]["code"] == -32001
+        assert busy["error"]["message"] == "Agent already running"
+        assert busy["error"]["data"]["session_id"] == session_id
+        assert (await phone.call("agent/stop"))["result"] == {"status": "stopped"}
+        stopped = await phone.until("event/agent_stopped", session_id=session_id)
+        assert stopped["reason"] == "stopped"
+        again = await phone.call("agent/stop")
+        assert again["error"]["code"] == -32002
+        assert again["error"]["message"] == "Agent not running"
+        respond = await phone.call("agent/respond", {"tool_use_id": "x", "response": "ok"})
+        assert respond["error"]["code"] == -32002
+
+    on_phone(served, script)
+
+
+def test_the_documents_error_codes(served: Served) -> None:
+    async def script(phone: Phone) -> None:
+        unknown = await phone.call("agent/run", {"prompt": "x", "agent_type": "nobody"})
+        assert unknown["error"]["code"] == -32004
+        assert unknown["error"]["data"]["agent_type"] == "nobody"
+        missing = await phone.call("agent/run", {"prompt": "x", "agent_type": "missing"})
+        assert missing["error"]["code"] == -32004
+        assert missing["error"]["data"]["reason"] == "/nonexistent/agent does not exist"
+        no_id = await phone.call("agent/run", {"prompt": "x", "mode": "continue"})
+        assert no_id["error"]["code"] == -32602 and "session_id" in no_id["error"]["data"]
+        gone = await phone.call("agent/run", {"prompt": "x", "mode": "continue",
+                                              "session_id": "ses_nope"})
+        assert gone["error"]["code"] == -32012
+        assert gone["error"]["data"] == {"session_id": "ses_nope"}
+        empty = await phone.call("agent/run", {"prompt": ""})
+        assert empty["error"]["code"] == -32602
+
+    on_phone(served, script)
+
+
+def test_a_permission_request_is_answered_from_the_phone(served: Served) -> None:
+    async def script(phone: Phone) -> None:
+        started = await phone.call("agent/run", {
+            "prompt": "RUN: echo yes > yes.txt\nRUN: echo no > no.txt",
+            "agent_type": "hooked", "approvals": "ask"})
+        session_id = started["result"]["session_id"]
+        asked = await phone.until("event/agent_output", session_id=session_id,
+                                  type="permission_request")
+        assert (asked["tool_use_id"], asked["tool_name"]) == ("toolu_1", "Bash")
+        assert asked["input"] == {"command": "echo yes > yes.txt"}
+        await phone.until("event/agent_status", session_id=session_id, state="waiting")
+        assert (await phone.call("status/get"))["result"]["agent_state"] == "waiting"
+        sent = await phone.call("agent/respond", {"tool_use_id": "toolu_1",
+                                                  "response": "approved"})
+        assert sent["result"] == {"status": "sent", "tool_use_id": "toolu_1",
+                                  "decision": "allow"}
+        twice = await phone.call("agent/respond", {"tool_use_id": "toolu_1",
+                                                   "response": "approved"})
+        assert twice["error"]["code"] == -32003
+        await phone.until("event/agent_output", session_id=session_id,
+                          type="permission_request", tool_use_id="toolu_2")
+        refused = await phone.call("agent/respond", {"tool_use_id": "toolu_2",
+                                                     "response": "not on a Friday"})
+        assert refused["result"]["decision"] == "deny"
+        final = await phone.until("event/agent_stopped", session_id=session_id)
+        assert final["reason"] == "completed"
+        text = await phone.until("event/agent_output", session_id=session_id,
+                                 type="text")
+        assert text["content"].startswith("ran: echo yes > yes.txt")
+        assert "not on a Friday" in text["content"]
+
+    on_phone(served, script)
+    assert (served.root / "yes.txt").exists() and not (served.root / "no.txt").exists()
