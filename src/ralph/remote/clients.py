@@ -23,7 +23,7 @@ log = logging.getLogger("ralph.remote")
 
 IN_FLIGHT = 64  # requests of one client handled at once; more wait to be read
 TOO_SLOW = 4008  # the close code of a client that stopped reading (application range)
-_STOP = b""
+_STOP = ""
 
 
 def rate_limited(raw: bytes | str, retry_after: float) -> bytes | None:
@@ -52,7 +52,8 @@ class Client:
         self.websocket = websocket
         self.dispatcher = dispatcher
         self.rate = RateLimit()
-        self._outbox: asyncio.Queue[bytes] = asyncio.Queue(maxsize=SEND_QUEUE)
+        # text, as sent: a notification to every client is decoded once, not per client
+        self._outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=SEND_QUEUE)
         self._slots = asyncio.Semaphore(IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sender: asyncio.Task[None] | None = None
@@ -60,12 +61,12 @@ class Client:
         self._close: tuple[int, str] | None = None  # how the server ends it
         self.dropped = False
 
-    def offer(self, data: bytes) -> bool:
+    def offer(self, data: bytes | str) -> bool:
         """Queue `data` for the client; False (and the client dropped) if its queue is full."""
         if self.dropped:
             return False
         try:
-            self._outbox.put_nowait(data)
+            self._outbox.put_nowait(data if isinstance(data, str) else data.decode())
         except asyncio.QueueFull:
             log.warning("remote: a client stopped reading (%d messages waiting): dropped",
                         SEND_QUEUE)
@@ -152,7 +153,7 @@ class Client:
                 self._ended.set()
                 return
             try:
-                await self.websocket.send_text(data.decode())
+                await self.websocket.send_text(data)
             except (WebSocketDisconnect, RuntimeError, OSError):
                 self._ended.set()
                 return
@@ -180,6 +181,6 @@ class Hub:
             client.close(code, reason)
 
     def broadcast(self, method: str, params: dict[str, Any] | None = None) -> None:
-        data = notification(method, params)
+        data = notification(method, params).decode()
         for client in list(self.clients):
             client.offer(data)
