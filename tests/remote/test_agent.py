@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import websockets
 
-from tests.cli.helpers import TIMEOUT
+from tests.cli.helpers import RALPH, TIMEOUT
 from tests.remote.test_serve import TOKEN, Served, start, wait_served
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "sessions" / "fake_claude.py"
@@ -183,3 +184,47 @@ def test_a_permission_request_is_answered_from_the_phone(served: Served) -> None
 
     on_phone(served, script)
     assert (served.root / "yes.txt").exists() and not (served.root / "no.txt").exists()
+
+
+def test_continuing_takes_the_sessions_agent_and_a_terminals_request_is_answered(
+        served: Served) -> None:
+    """`continue` without agent_type continues with the session's own agent; a permission
+    request of a session started in a terminal is answered from the phone (found by its
+    tool_use_id); stopping the server stops its agents before the clients are told."""
+    detached = subprocess.run([*RALPH, "agent", "run", "RUN: echo t > t.txt", "--agent",
+                               "hooked", "--approvals", "ask", "--detach"], cwd=served.root,
+                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert detached.returncode == 0, detached.stderr
+    terminal_session = detached.stdout.strip()
+
+    async def script(phone: Phone) -> None:
+        first = await phone.call("agent/run", {"prompt": "one", "agent_type": "slow"})
+        first_id = first["result"]["session_id"]
+        await phone.call("agent/stop")
+        again = await phone.call("agent/run", {"prompt": "two", "mode": "continue",
+                                               "session_id": first_id})
+        # the session's own agent (slow, not the default echo) was asked: it cannot continue
+        assert again["error"]["code"] == -32003
+        assert again["error"]["data"]["agent_type"] is None
+        assert "its agent 'slow' reported no conversation id" in \
+            again["error"]["data"]["reason"]
+        await phone.until("event/agent_output", session_id=terminal_session,
+                          type="permission_request")
+        sent = await phone.call("agent/respond", {"tool_use_id": "toolu_1",
+                                                  "response": "approved"})
+        assert sent["result"]["decision"] == "allow"
+        await phone.until("event/agent_stopped", session_id=terminal_session)
+        third = await phone.call("agent/run", {"prompt": "three", "agent_type": "slow"})
+        await phone.call("shutdown")
+        # the agent's end comes before the server closes the connection
+        stopped = await phone.until("event/agent_stopped",
+                                    session_id=third["result"]["session_id"])
+        assert stopped["reason"] == "stopped"
+
+    try:
+        on_phone(served, script)
+    finally:  # the terminal's session, whatever happened
+        subprocess.run([*RALPH, "agent", "stop", terminal_session], cwd=served.root,
+                       capture_output=True, timeout=TIMEOUT, check=False)
+    assert (served.root / "t.txt").exists()
+    assert served.proc.wait(TIMEOUT) == 0

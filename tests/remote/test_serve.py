@@ -90,10 +90,14 @@ def rpc(served: Served, *messages: Any, query: str = f"?token={TOKEN}",
 
     async def go() -> list[Any]:
         async with websockets.connect(served.ws + query, **connect) as ws:
-            answers: list[dict[str, Any]] = []
+            answers: list[Any] = []
             for message in messages:
                 await ws.send(message if isinstance(message, str) else json.dumps(message))
-                answers.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+                while True:  # the answer, not a notification (the heartbeat) meanwhile
+                    answer = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+                    if isinstance(answer, list) or "id" in answer:
+                        break
+                answers.append(answer)
             return answers
 
     return asyncio.run(go())
@@ -264,7 +268,29 @@ def test_sigterm_and_shutdown_end_the_server_cleanly(root: Path, served: Served)
     assert not (root / ".ralph" / "serve.json").exists()
 
 
+def test_another_host_name_is_refused_on_loopback(served: Served) -> None:
+    """A page of another name resolving to 127.0.0.1 (DNS rebinding) must not reach it."""
+    port = served.http.rsplit(":", 1)[1]
+    request = urllib.request.Request(served.http + "/api/status", headers={
+        "Authorization": f"Bearer {TOKEN}", "Host": f"evil.example:{port}"})
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=TIMEOUT)
+    assert caught.value.code == 421
+    evil = Served.__new__(Served)  # the same server under the other name
+    evil.ws = f"ws://evil.example:{port}/ws"
+    assert refused(evil, f"?token={TOKEN}", origin=f"http://evil.example:{port}",
+                   host="127.0.0.1", port=int(port)) == 403
+    [answer] = rpc(served, {"jsonrpc": "2.0", "id": 1, "method": "status/get"},
+                   origin=f"http://localhost:{port}")  # its own names are fine
+    assert "result" in answer
+
+
 def test_bad_starts_are_one_line_errors(root: Path) -> None:
+    for args, words in [(["--no-auth", "--token", "abcdefghij"], "opposite things"),
+                        (["--token", "short"], "--token is too short")]:
+        bad = subprocess.run([*RALPH, "serve", *args], cwd=root, capture_output=True,
+                             text=True, timeout=TIMEOUT, check=False)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and words in bad.stderr
     no_auth = subprocess.run([*RALPH, "serve", "--no-auth", "--host", "0.0.0.0"], cwd=root,
                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert no_auth.returncode == 2

@@ -14,6 +14,8 @@ from ralph.cli.output import error_line
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
+MIN_TOKEN_CHARS = 8
+
 
 def _positive(value: float) -> float:
     if not value > 0:
@@ -52,7 +54,16 @@ def serve(
     from ralph.remote.server import ServeOptions
     from ralph.remote.server import serve as run_server
 
-    secret = None if no_auth else (token or os.environ.get("RALPH_TOKEN") or new_token())
+    if no_auth and token is not None:
+        error_line("--no-auth and --token say opposite things: give one of them")
+        raise typer.Exit(2)
+    given = token if token is not None else os.environ.get("RALPH_TOKEN")
+    if given is not None and len(given) < MIN_TOKEN_CHARS:
+        where = "--token" if token is not None else "RALPH_TOKEN"
+        error_line(f"{where} is too short to be a secret ({len(given)} characters; at least "
+                   f"{MIN_TOKEN_CHARS}): leave it out to get a new random one")
+        raise typer.Exit(2)
+    secret = None if no_auth else (given or new_token())
     options = ServeOptions(root=(root or find_project_root()).resolve(), host=host,
                            port=port, token=secret, allowed_origins=tuple(allow_origin or ()),
                            heartbeat_s=heartbeat)

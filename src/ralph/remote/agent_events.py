@@ -42,6 +42,11 @@ def agent_events(frame: Frame, prompt: Callable[[str | None], str]) -> list[Even
         params = {**base, "type": kind, "content": meta.get("content", "")}
         if meta.get("tool"):
             params["tool_name"] = meta["tool"]
+        # extensions: the whole piece's length (`content` holds its first 1,000 characters),
+        # and whether it continues the piece before (streamed text)
+        params["chars"] = meta.get("chars", len(params["content"]))
+        if meta.get("delta"):
+            params["delta"] = True
         return [("event/agent_output", params)]
     if topic == "session.approval_requested":
         return [("event/agent_output", {

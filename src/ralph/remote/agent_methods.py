@@ -4,6 +4,7 @@ document's error codes."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,6 +61,7 @@ class AgentRespondParams(_Params):
     tool_use_id: str = Field(min_length=1)
     response: str
     is_error: bool = False
+    session_id: str | None = None  # extension: whose request (default: found by its id)
 
 
 class AgentRespondResult(BaseModel):
@@ -106,6 +108,20 @@ class AgentSeat:
         if info.status == "completed":
             return "idle"
         return "stopped" if info.status == "stopped" else "error"
+
+    def asking(self, tool_use_id: str) -> str:
+        """The running session with the pending request `tool_use_id`: this server's own
+        first, then any other (a terminal's `ralph agent run --approvals ask` too)."""
+        own = self.current()
+        candidates = ([own] if own is not None and not own.ended else []) + [
+            info for info in self.sessions.list(status="running")
+            if own is None or info.session_id != own.session_id]
+        if not candidates:
+            raise RpcError(AGENT_NOT_RUNNING, "Agent not running")
+        for info in candidates:
+            if any(r.tool_use_id == tool_use_id for r in self.sessions.pending(info.session_id)):
+                return info.session_id
+        return candidates[0].session_id  # not pending there either: answered -32003
 
     def running(self) -> SessionInfo:
         info = self.current()
@@ -157,30 +173,36 @@ def register(registry: Registry, seat: AgentSeat) -> None:
         if running is not None and not running.ended:
             raise RpcError(AGENT_ALREADY_RUNNING, "Agent already running",
                            {"session_id": running.session_id})
-        agent = params.agent_type or seat.default_agent
+        # Continuing: the agent of the continued session, unless another is named (launch
+        # decides, and refuses one that cannot continue it).
+        agent = params.agent_type or (None if params.mode == "continue"
+                                      else seat.default_agent)
         continue_from = params.session_id if params.mode == "continue" else None
-        try:
-            problem = program_problem(seat.config, agent)
-        except ConfigError as exc:
-            problem = str(exc)
-        if problem is not None:
-            raise RpcError(AGENT_NOT_CONFIGURED, "Agent not configured",
-                           {"agent_type": agent, "reason": problem})
+        if agent is not None:
+            try:
+                problem = program_problem(seat.config, agent)
+            except ConfigError as exc:
+                problem = str(exc)
+            if problem is not None:
+                raise RpcError(AGENT_NOT_CONFIGURED, "Agent not configured",
+                               {"agent_type": agent, "reason": problem})
         try:
             session_id = await sessions.launch(params.prompt, agent,
                                                continue_from=continue_from,
                                                approvals=params.approvals)
+        except UnknownSession:
+            raise RpcError(SESSION_NOT_FOUND, "Session not found",
+                           {"session_id": continue_from}) from None
         except AgentBusy as exc:
             raise RpcError(AGENT_ALREADY_RUNNING, "Agent already running",
                            {"reason": str(exc)}) from None
-        except (AgentError, ConfigError) as exc:  # cannot continue, cannot run so, ...
+        except ConfigError as exc:  # the continued session's agent is no longer configured
+            raise RpcError(AGENT_NOT_CONFIGURED, "Agent not configured",
+                           {"agent_type": agent, "reason": str(exc)}) from None
+        except (AgentError, SessionError) as exc:  # cannot continue, cannot run so, ...
             raise RpcError(AGENT_ERROR, "Agent error",
                            {"agent_type": agent, "reason": str(exc)}) from None
-        except SessionError as exc:
-            if continue_from is not None and "no agent session" in str(exc):
-                raise RpcError(SESSION_NOT_FOUND, "Session not found",
-                               {"session_id": continue_from}) from None
-            raise RpcError(INVALID_PARAMS, "Invalid params", {"reason": str(exc)}) from None
+        agent = sessions.get(session_id).agent
         seat.session_id, seat.agent_type = session_id, agent
         return AgentRunResult(status="started", session_id=session_id, agent_type=agent)
 
@@ -195,11 +217,13 @@ def register(registry: Registry, seat: AgentSeat) -> None:
                      errors=ERRORS["respond"],
                      summary="Answer the running agent's permission request.")
     async def agent_respond(params: AgentRespondParams) -> AgentRespondResult:
-        info = seat.running()
+        session_id = params.session_id or seat.asking(params.tool_use_id)
         decision, message = decision_of(params.response, params.is_error)
         try:
-            sessions.answer(info.session_id, params.tool_use_id, decision, message,
-                            by="remote")
+            sessions.answer(session_id, params.tool_use_id, decision, message, by="remote")
+        except UnknownSession:
+            raise RpcError(SESSION_NOT_FOUND, "Session not found",
+                           {"session_id": session_id}) from None
         except NotPending as exc:
             raise RpcError(AGENT_ERROR, "Agent error", {"tool_use_id": params.tool_use_id,
                                                         "reason": str(exc)}) from None
@@ -209,9 +233,13 @@ def register(registry: Registry, seat: AgentSeat) -> None:
     @registry.method("session/list", params=SessionListParams, result=SessionListResult,
                      summary="Agent sessions, newest first: Ralph's, then the CLIs' own.")
     async def session_list(params: SessionListParams) -> SessionListResult:
-        found = [session_record(info, sessions) for info in sessions.list(limit=params.limit)]
+        # reading the CLIs' conversations may take a while: not on the event loop
+        return await asyncio.to_thread(list_sessions, params.limit)
+
+    def list_sessions(limit: int) -> SessionListResult:
+        found = [session_record(info, sessions) for info in sessions.list(limit=limit)]
         native = [{"session_id": c.id, "agent_type": c.adapter, "summary": c.summary,
                    "message_count": c.messages, "start_time": c.first_at,
                    "last_updated": c.last_at, "kind": "native"} for c in sessions.native()]
         total = sum(1 for _ in sessions.store.read(topic="session.started")) + len(native)
-        return SessionListResult(sessions=(found + native)[:params.limit], total=total)
+        return SessionListResult(sessions=(found + native)[:limit], total=total)

@@ -7,7 +7,9 @@
 - `/ws`: JSON-RPC 2.0 over WebSocket (ralph.remote.clients).
 
 Every route but /health needs the token (ralph.remote.auth): HTTP 401 without it, and a
-refused upgrade (HTTP 403) for a WebSocket, as for a browser page of another origin.
+refused upgrade (HTTP 403) for a WebSocket, as for a browser page of another origin. On a
+loopback address every request must name the server's own host (127.0.0.1, localhost, ::1
+with its port): HTTP 421 otherwise, a refused upgrade for a WebSocket (DNS rebinding).
 """
 
 from __future__ import annotations
@@ -34,21 +36,32 @@ OPEN_PATHS = ("/health",)
 class Guard:
     """The token on every request but OPEN_PATHS; the origin on every WebSocket upgrade."""
 
-    def __init__(self, app: ASGIApp, token: str | None, allowed_origins: Sequence[str]) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, allowed_origins: Sequence[str],
+                 hosts: frozenset[str] | None) -> None:
         self.app = app
         self.token = token
         self.allowed_origins = tuple(allowed_origins)
+        self.hosts = hosts  # the Host values answered to (None: any)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
+        host = headers.get("host", "")
+        if self.hosts is not None and host.lower() not in self.hosts:
+            await self._refuse(scope, receive, send, 421, "this server answers to its own "
+                               "address only (127.0.0.1 or localhost with its port)")
+            return
+        if scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         allowed = token_ok(given_token(headers, query), self.token)
         if scope["type"] == "websocket":
-            allowed = allowed and origin_ok(headers.get("origin"), headers.get("host"),
+            allowed = allowed and origin_ok(headers.get("origin"),
+                                            self.hosts if self.hosts is not None else {host},
                                             self.allowed_origins)
             if not allowed:  # closing before accepting refuses the upgrade (HTTP 403)
                 await send({"type": "websocket.close", "code": 1008})
@@ -62,9 +75,17 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int,
+                      message: str) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await JSONResponse({"error": message}, status_code=status)(scope, receive, send)
+
 
 def build_app(state: RemoteState, registry: Registry, *, token: str | None,
-              allowed_origins: Sequence[str], ws_url: str) -> ASGIApp:
+              allowed_origins: Sequence[str], ws_url: str,
+              hosts: frozenset[str] | None) -> ASGIApp:
     dispatcher = Dispatcher(registry)
 
     async def health(request: Request) -> Response:
@@ -93,4 +114,4 @@ def build_app(state: RemoteState, registry: Registry, *, token: str | None,
         Route("/api/rpc/discover", discover),
         WebSocketRoute("/ws", websocket),
     ])
-    return Guard(app, token, allowed_origins)
+    return Guard(app, token, allowed_origins, hosts)

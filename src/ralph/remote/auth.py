@@ -63,12 +63,29 @@ def token_ok(given: str | None, token: str | None) -> bool:
     return hmac.compare_digest(given.encode(), token.encode())
 
 
-def origin_ok(origin: str | None, host: str | None, allowed: Iterable[str]) -> bool:
-    """A WebSocket upgrade's `Origin` is the server's own (`http(s)://` + the Host it was
-    asked under), one of `allowed`, or absent (not a browser: a native client)."""
+def own_hosts(host: str, port: int) -> frozenset[str] | None:
+    """The `Host` values a server bound to `host`:`port` answers to when that is a loopback
+    address: its own and the loopback names, so that a page of another name resolving to
+    127.0.0.1 (DNS rebinding) is refused. None (any) for another address: there the token
+    is required anyway, and the machine's names cannot be known."""
+    if not is_loopback(host):
+        return None
+    names = {host.strip("[]"), "127.0.0.1", "localhost", "::1"}
+    return frozenset(f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names)
+
+
+def normal_origin(origin: str) -> str:
+    """`scheme://host:port` in lower case, without a trailing slash (as browsers send it)."""
+    return origin.strip().rstrip("/").lower()
+
+
+def origin_ok(origin: str | None, hosts: Iterable[str], allowed: Iterable[str]) -> bool:
+    """A WebSocket upgrade's `Origin` is one of the server's own (`http(s)://` + one of
+    `hosts`), one of `allowed`, or absent (not a browser: a native client)."""
     if origin is None:
         return True
-    if origin in allowed:
+    if normal_origin(origin) in {normal_origin(a) for a in allowed}:
         return True
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and host is not None and parts.netloc == host
+    return parts.scheme in ("http", "https") and parts.netloc.lower() in {
+        h.lower() for h in hosts}

@@ -12,12 +12,12 @@ import contextlib
 import logging
 from typing import Any
 
-import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ralph.remote.limits import SEND_QUEUE, RateLimit
 from ralph.rpc import APPLICATION_ERROR, Dispatcher
 from ralph.rpc.envelope import NULL_ID, encode_id, error_response, notification
+from ralph.rpc.jsoncodec import DecodeError, loads
 
 log = logging.getLogger("ralph.remote")
 
@@ -28,21 +28,32 @@ _STOP = ""
 
 def rate_limited(raw: bytes | str, retry_after: float) -> bytes | None:
     """The answer to a message over the rate limit: -32000 with `data.retry_after` for a
-    request (a batch: one error, id null), nothing for a notification."""
+    request (a batch with a request: one error, id null), nothing for notifications."""
     try:
-        message = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        message = loads(raw)
+    except DecodeError:
         message = None
-    if isinstance(message, dict):
+    error = (APPLICATION_ERROR, "rate limited", {"retry_after": retry_after})
+    if type(message) is dict:
         if "id" not in message:
             return None
         request_id = message["id"]
-        id_json = encode_id(request_id) if isinstance(request_id, str | int | float) or \
-            request_id is None else NULL_ID
-    else:
-        id_json = NULL_ID
-    return error_response(id_json, APPLICATION_ERROR, "rate limited",
-                          {"retry_after": retry_after})
+        valid = request_id is None or type(request_id) in (str, int, float)
+        return error_response(encode_id(request_id) if valid else NULL_ID, *error)
+    if type(message) is list and message and all(
+            type(m) is dict and "id" not in m for m in message):
+        return None
+    return error_response(NULL_ID, *error)
+
+
+def weight(raw: bytes | str) -> int:
+    """How many messages a message counts for: a batch, one per element (cheaply: the
+    commas at its top level are not counted, only its objects' openings)."""
+    head = raw.lstrip()[:1]
+    if head not in ("[", b"["):
+        return 1
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    return max(1, text.count('"jsonrpc"'))
 
 
 class Client:
@@ -127,7 +138,7 @@ class Client:
             await self._say_goodbye()
 
     async def _take(self, raw: bytes | str) -> None:
-        wait = self.rate.allow()
+        wait = self.rate.allow(count=weight(raw))
         if wait is not None:
             answer = rate_limited(raw, wait)
             if answer is not None:

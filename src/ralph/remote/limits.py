@@ -19,13 +19,15 @@ class RateLimit:
         self.window_s = window_s
         self._times: deque[float] = deque()
 
-    def allow(self, now: float | None = None) -> float | None:
-        """None if one more message is allowed now (and count it), else the seconds until
-        one is."""
+    def allow(self, now: float | None = None, count: int = 1) -> float | None:
+        """None if `count` more messages are allowed now (and count them), else the seconds
+        until one is (a batch counts for its elements; one larger than the limit never
+        passes: retry_after then says when the window is empty)."""
         now = time.monotonic() if now is None else now
         while self._times and self._times[0] <= now - self.window_s:
             self._times.popleft()
-        if len(self._times) >= self.limit:
-            return round(self._times[0] + self.window_s - now, 3)
-        self._times.append(now)
+        if len(self._times) + count > self.limit:
+            return round(self._times[0] + self.window_s - now, 3) if self._times else \
+                self.window_s
+        self._times.extend([now] * count)
         return None

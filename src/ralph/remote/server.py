@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -22,12 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from ralph.config import Config, load_config
 from ralph.remote.agent_events import agent_events
 from ralph.remote.agent_methods import AgentSeat
 from ralph.remote.app import build_app
-from ralph.remote.auth import ServeError, check_binding
+from ralph.remote.auth import ServeError, check_binding, own_hosts
 from ralph.remote.clients import Hub
 from ralph.remote.limits import MAX_MESSAGE_BYTES
 from ralph.remote.methods import RemoteState, build_registry
@@ -52,10 +54,31 @@ class ServeOptions:
     heartbeat_s: float = HEARTBEAT_S
 
 
+GRACE_S = 3  # open connections get this long at the end before they are cut
+ABORT_AFTER_S = 5  # a connection whose handler ended, still holding unsent data after this
+
+
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield  # ours: see the module's docstring
+
+
+class _WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol, but a connection whose peer stopped reading is cut
+    (aborted) once its handler has ended: closing it would wait for ever for the data to
+    leave, holding the socket (a dropped slow client, a close frame nobody reads)."""
+
+    async def run_asgi(self) -> None:
+        try:
+            await super().run_asgi()
+        finally:
+            self.loop.call_later(ABORT_AFTER_S, self._abort_if_stuck)
+
+    def _abort_if_stuck(self) -> None:
+        transport = self.transport
+        if transport is not None and transport.get_write_buffer_size() > 0:
+            transport.abort()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -66,7 +89,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host.strip("[]"), port))
     except OSError as exc:
         sock.close()
-        why = "is already in use" if exc.errno == 98 else f"cannot be used: {exc.strerror}"
+        why = ("is already in use" if exc.errno == errno.EADDRINUSE
+               else f"cannot be used: {exc.strerror}")
         raise ServeError(f"port {port} on {host} {why} (choose another with --port)") \
             from None
     sock.listen(128)
@@ -84,6 +108,10 @@ async def serve(options: ServeOptions,
     """Serve until a signal or `shutdown`; 0. `started(ws_url, http_url)` once it listens."""
     check_binding(options.host, options.token)
     config = load_config(options.root, required=False)
+    other = running_server(options.root / ".ralph" / SERVE_FILE)
+    if other is not None:
+        raise ServeError(f"ralph serve already runs for this project (pid {other['pid']}, "
+                         f"{other['ws']}): stop it first, or use that one")
     sock = bind(options.host, options.port)
     try:
         with Store(options.root / ".ralph" / "store") as store:
@@ -91,9 +119,12 @@ async def serve(options: ServeOptions,
             try:
                 return await _serve(options, config, sock, sessions, started)
             finally:
-                await sessions.aclose()  # the agents this server started: stopped
+                await sessions.aclose()  # (stopped already on a clean end)
     finally:
         sock.close()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
 
 
 async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
@@ -104,15 +135,23 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
                         AgentSeat(sessions, config))
     registry = build_registry(state)
     app = build_app(state, registry, token=options.token,
-                    allowed_origins=options.allowed_origins, ws_url=ws_url)
+                    allowed_origins=options.allowed_origins, ws_url=ws_url,
+                    hosts=own_hosts(options.host, port))
     server = _Server(uvicorn.Config(app, ws_max_size=MAX_MESSAGE_BYTES, log_level="warning",
-                                    lifespan="off", ws="websockets-sansio", access_log=False))
+                                    lifespan="off", ws=_WebSocketProtocol, access_log=False,
+                                    timeout_graceful_shutdown=GRACE_S))
     loop = asyncio.get_running_loop()
+
+    def signalled() -> None:
+        if state.shutdown.is_set():  # a second Ctrl-C: no more waiting
+            server.force_exit = True
+        state.shutdown.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, state.shutdown.set)
+        loop.add_signal_handler(signum, signalled)
     serve_file = options.root / ".ralph" / SERVE_FILE
     helpers = [loop.create_task(_heartbeat(state, options.heartbeat_s)),
-               loop.create_task(_stop_when_asked(state, server)),
+               loop.create_task(_stop_when_asked(state, server, sessions)),
                loop.create_task(_forward_agent_events(state, sessions))]
     serving = loop.create_task(server.serve(sockets=[sock]))
     try:
@@ -121,17 +160,21 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
         if serving.done():
             await serving
             raise ServeError("the server could not start")
-        _write_serve_file(serve_file, ws_url, http_url, options.token)
-        if started is not None:
-            started(ws_url, http_url)
+        try:
+            _write_serve_file(serve_file, ws_url, http_url, options.token)
+            if started is not None:
+                started(ws_url, http_url)
+        except BaseException:
+            state.shutdown.set()
+            raise
         await serving
     finally:
-        for task in helpers:
+        for task in (*helpers, serving):
             task.cancel()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-        with contextlib.suppress(FileNotFoundError):
-            serve_file.unlink()
+        await asyncio.gather(*helpers, serving, return_exceptions=True)
+        _remove_serve_file(serve_file)
+    # The signal handlers stay until the agents are stopped (in `serve`): a Ctrl-C meanwhile
+    # must not end the process with a KeyboardInterrupt.
     return 0
 
 
@@ -145,11 +188,45 @@ async def _forward_agent_events(state: RemoteState, sessions: SessionService) ->
                 state.hub.broadcast(method, params)
 
 
-async def _stop_when_asked(state: RemoteState, server: uvicorn.Server) -> None:
+async def _stop_when_asked(state: RemoteState, server: uvicorn.Server,
+                           sessions: SessionService) -> None:
+    """The agents first (their clients see them stop), then the clients, then the server."""
     await state.shutdown.wait()
+    await sessions.aclose()
+    await asyncio.sleep(0.3)  # their last events reach the clients
     state.hub.close_all(GOING_AWAY, "the server is shutting down")
     await asyncio.sleep(0.2)  # the close frames out before uvicorn ends the connections
     server.should_exit = True
+
+
+def running_server(path: Path) -> dict[str, object] | None:
+    """The serve.json of a server that still runs (None: none, or a stale one)."""
+    try:
+        info = json.loads(path.read_text())
+        pid = int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists() and b"serve" not in cmdline.read_bytes():
+        return None  # the pid went to another program
+    return dict(info)
+
+
+def _remove_serve_file(path: Path) -> None:
+    """Ours only: another server's file stays."""
+    try:
+        if int(json.loads(path.read_text())["pid"]) == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
 
 
 async def _heartbeat(state: RemoteState, every_s: float) -> None:

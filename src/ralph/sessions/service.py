@@ -191,10 +191,7 @@ class SessionService:
 
     def _continuable(self, session_id: str) -> SessionInfo:
         """The ended session `session_id`, with the CLI's conversation id to resume."""
-        try:
-            earlier = self.get(session_id)
-        except UnknownSession as exc:
-            raise SessionError(str(exc)) from None
+        earlier = self.get(session_id)  # UnknownSession (a SessionError) if there is none
         if not earlier.ended:
             raise SessionError(f"session {session_id} is still running: continue it once it "
                                "has ended")
