@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,17 @@ def test_a_permission_request_is_answered_from_the_phone(served: Served) -> None
     assert (served.root / "yes.txt").exists() and not (served.root / "no.txt").exists()
 
 
+def _until_pending(root: Path, session_id: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        shown = subprocess.run([*RALPH, "agent", "show", session_id, "--json"], cwd=root,
+                               capture_output=True, text=True, timeout=TIMEOUT, check=True)
+        if json.loads(shown.stdout)["pending_approvals"]:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"session {session_id} asked nothing")
+
+
 def test_continuing_takes_the_sessions_agent_and_a_terminals_request_is_answered(
         served: Served) -> None:
     """`continue` without agent_type continues with the session's own agent; a permission
@@ -208,8 +220,9 @@ def test_continuing_takes_the_sessions_agent_and_a_terminals_request_is_answered
         assert again["error"]["data"]["agent_type"] is None
         assert "its agent 'slow' reported no conversation id" in \
             again["error"]["data"]["reason"]
-        await phone.until("event/agent_output", session_id=terminal_session,
-                          type="permission_request")
+        # Its request may have come before this client connected (events are not replayed
+        # without since_seq): look for it in the store, as `ralph agent show` does.
+        await asyncio.to_thread(_until_pending, served.root, terminal_session)
         sent = await phone.call("agent/respond", {"tool_use_id": "toolu_1",
                                                   "response": "approved"})
         assert sent["result"]["decision"] == "allow"
