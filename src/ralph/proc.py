@@ -124,6 +124,23 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> bool:
     return True
 
 
+def process_runs(pid: int) -> bool:
+    """`pid` is a running process (a zombie does not count)."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b") ", 1)[1][:1] != b"Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
 def group_alive(pgid: int) -> bool:
     """True while some process of group `pgid` is still running.
 

@@ -268,6 +268,22 @@ class _Stdin:
 # -- sessions -----------------------------------------------------------------------------------
 
 
+def test_a_request_is_found_by_its_id_alone(root: Path, store: Store) -> None:
+    sessions = service(root, store)
+
+    async def go() -> tuple[str, str | None, str | None]:
+        session_id = await sessions.launch("RUN: true", approvals="ask")
+        while not sessions.pending(session_id):
+            await asyncio.sleep(0.02)
+        found = (sessions.asking("toolu_1"), sessions.asking("toolu_9"))
+        sessions.answer(session_id, "toolu_1", "allow", by="test")
+        await sessions.wait(session_id, 60)
+        return session_id, *found
+
+    session_id, found, missing = asyncio.run(go())
+    assert (found, missing) == (session_id, None)
+
+
 def _launch_and_answer(sessions: SessionService, prompt: str, mode: str,
                        answer: tuple[str, str] | None = None) -> tuple[str, Any]:
     async def go() -> tuple[str, Any]:

@@ -112,16 +112,10 @@ class AgentSeat:
     def asking(self, tool_use_id: str) -> str:
         """The running session with the pending request `tool_use_id`: this server's own
         first, then any other (a terminal's `ralph agent run --approvals ask` too)."""
-        own = self.current()
-        candidates = ([own] if own is not None and not own.ended else []) + [
-            info for info in self.sessions.list(status="running")
-            if own is None or info.session_id != own.session_id]
-        if not candidates:
-            raise RpcError(AGENT_NOT_RUNNING, "Agent not running")
-        for info in candidates:
-            if any(r.tool_use_id == tool_use_id for r in self.sessions.pending(info.session_id)):
-                return info.session_id
-        return candidates[0].session_id  # not pending there either: answered -32003
+        found = self.sessions.asking(tool_use_id, prefer=self.session_id)
+        if found is not None:
+            return found
+        return self.running().session_id  # not pending there either: answered -32003
 
     def running(self) -> SessionInfo:
         info = self.current()

@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import socket
-import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,8 @@ import uvicorn
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from ralph.config import Config, load_config
+from ralph.fsutil import atomic_write_bytes
+from ralph.proc import process_runs
 from ralph.remote.agent_events import agent_events
 from ralph.remote.agent_methods import AgentSeat
 from ralph.remote.app import build_app
@@ -206,14 +207,8 @@ def running_server(path: Path) -> dict[str, object] | None:
         pid = int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if pid == os.getpid():
+    if pid == os.getpid() or not process_runs(pid):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
     cmdline = Path(f"/proc/{pid}/cmdline")
     if cmdline.exists() and b"serve" not in cmdline.read_bytes():
         return None  # the pid went to another program
@@ -245,12 +240,5 @@ async def _heartbeat(state: RemoteState, every_s: float) -> None:
 def _write_serve_file(path: Path, ws_url: str, http_url: str, token: str | None) -> None:
     """{pid, ws, http, token}, readable by this user only (it holds the token)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps({"pid": os.getpid(), "ws": ws_url, "http": http_url,
-                       "token": token}).encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    tmp.replace(path)
+    atomic_write_bytes(path, json.dumps({"pid": os.getpid(), "ws": ws_url, "http": http_url,
+                                         "token": token}).encode(), durable=False, mode=0o600)

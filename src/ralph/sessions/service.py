@@ -38,6 +38,7 @@ from ralph.containment import kill_owned, owner_id
 from ralph.errors import RalphError
 from ralph.flock import FileLock
 from ralph.fsutil import atomic_write_bytes
+from ralph.proc import process_runs
 from ralph.sessions.native import (
     NativeConversation,
     native_conversations,
@@ -433,6 +434,18 @@ class SessionService:
             return []
         return self.desk(session_id).pending()
 
+    def asking(self, tool_use_id: str, prefer: str | None = None) -> str | None:
+        """The running session with the pending request `tool_use_id` (`prefer` looked at
+        first), for a face that answers by the request's id alone; None if none has it."""
+        running = [info.session_id for info in self.list(status="running")]
+        if prefer is not None and prefer in running:
+            running.remove(prefer)
+            running.insert(0, prefer)
+        for session_id in running:
+            if any(r.tool_use_id == tool_use_id for r in self.pending(session_id)):
+                return session_id
+        return None
+
     def answer(self, session_id: str, tool_use_id: str, decision: Decision,
                message: str = "", *, by: str) -> ApprovalAnswer:
         """Answer a pending request of a running session, from any process; raises
@@ -492,7 +505,7 @@ class SessionService:
         if info.owner == owner_id():
             return True
         held = FileLock(self.session_dir(info.session_id) / "owner.lock").held_elsewhere()
-        return _process_runs(info.owner_pid) if held is None else held
+        return process_runs(info.owner_pid) if held is None else held
 
     def _record_lost(self, info: SessionInfo) -> SessionInfo:
         lock = FileLock(self.session_dir(info.session_id) / "owner.lock")
@@ -563,20 +576,3 @@ def _log_failure(session_id: str) -> Callable[[asyncio.Task[None]], None]:
                       task.exception())
 
     return said
-
-
-def _process_runs(pid: int) -> bool:
-    """`pid` is a running process (a zombie does not count)."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b") ", 1)[1][:1] != b"Z"
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
