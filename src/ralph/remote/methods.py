@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ralph import __version__
 from ralph.config import BUILTIN_AGENTS, Config
-from ralph.remote import agent_methods
+from ralph.loop import LoopService
+from ralph.remote import agent_methods, loop_methods, repo_methods
 from ralph.remote.agent_methods import AgentSeat, AgentState, program_problem
 from ralph.remote.clients import Hub
 from ralph.rpc import Registry
@@ -32,6 +33,7 @@ class RemoteState:
     config: Config
     hub: Hub
     seat: AgentSeat
+    loop: LoopService
     started: float = field(default_factory=time.monotonic)
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -147,4 +149,6 @@ def build_registry(state: RemoteState) -> Registry:
         return status(state)
 
     agent_methods.register(registry, state.seat)
+    repo_methods.register(registry, state.root)
+    loop_methods.register(registry, state.loop)
     return registry

@@ -26,6 +26,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 
 from ralph.config import Config, load_config
 from ralph.fsutil import atomic_write_bytes
+from ralph.loop import LoopService
 from ralph.proc import process_runs
 from ralph.remote.agent_events import agent_events
 from ralph.remote.agent_methods import AgentSeat
@@ -117,10 +118,13 @@ async def serve(options: ServeOptions,
     try:
         with Store(options.root / ".ralph" / "store") as store:
             sessions = SessionService(options.root, config, store)
+            loop_service = LoopService(options.root, config=config, store=store)
             try:
-                return await _serve(options, config, sock, sessions, started)
+                return await _serve(options, config, sock, sessions, loop_service, started)
             finally:
+                loop_service.refuse_new_work("ralph serve is shutting down")
                 await sessions.aclose()  # (stopped already on a clean end)
+                await loop_service.aclose()
     finally:
         sock.close()
         loop = asyncio.get_running_loop()
@@ -129,11 +133,12 @@ async def serve(options: ServeOptions,
 
 
 async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
-                 sessions: SessionService, started: Callable[[str, str], None] | None) -> int:
+                 sessions: SessionService, loop_service: LoopService,
+                 started: Callable[[str, str], None] | None) -> int:
     port = int(sock.getsockname()[1])
     ws_url, http_url = urls(options.host, port)
-    state = RemoteState(options.root, config, Hub(),
-                        AgentSeat(sessions, config))
+    state = RemoteState(options.root, config, Hub(), AgentSeat(sessions, config),
+                        loop_service)
     registry = build_registry(state)
     app = build_app(state, registry, token=options.token,
                     allowed_origins=options.allowed_origins, ws_url=ws_url,
@@ -152,7 +157,7 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
         loop.add_signal_handler(signum, signalled)
     serve_file = options.root / ".ralph" / SERVE_FILE
     helpers = [loop.create_task(_heartbeat(state, options.heartbeat_s)),
-               loop.create_task(_stop_when_asked(state, server, sessions)),
+               loop.create_task(_stop_when_asked(state, server, sessions, loop_service)),
                loop.create_task(_forward_agent_events(state, sessions))]
     serving = loop.create_task(server.serve(sockets=[sock]))
     try:
@@ -190,10 +195,12 @@ async def _forward_agent_events(state: RemoteState, sessions: SessionService) ->
 
 
 async def _stop_when_asked(state: RemoteState, server: uvicorn.Server,
-                           sessions: SessionService) -> None:
-    """The agents first (their clients see them stop), then the clients, then the server."""
+                           sessions: SessionService, loop_service: LoopService) -> None:
+    """The agents and the loop's run first (their clients see them stop), then the
+    clients, then the server."""
     await state.shutdown.wait()
-    await sessions.aclose()
+    loop_service.refuse_new_work("ralph serve is shutting down")
+    await asyncio.gather(sessions.aclose(), loop_service.stop_and_wait())
     await asyncio.sleep(0.3)  # their last events reach the clients
     state.hub.close_all(GOING_AWAY, "the server is shutting down")
     await asyncio.sleep(0.2)  # the close frames out before uvicorn ends the connections
