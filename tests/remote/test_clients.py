@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.websockets import WebSocketState
 
-from ralph.remote.clients import TOO_SLOW, Client, Hub, rate_limited
+from ralph.remote.clients import HOLD_S, TOO_SLOW, Client, Hub, rate_limited
 from ralph.remote.limits import SEND_QUEUE, RateLimit
 from ralph.rpc import Dispatcher, Registry
 
@@ -46,6 +46,7 @@ def test_a_client_that_stops_reading_is_dropped_and_the_others_go_on() -> None:
         good = Client(good_socket, dispatcher)  # type: ignore[arg-type]
         hub.clients |= {slow, good}
         tasks = [asyncio.ensure_future(c.serve()) for c in (slow, good)]
+        await asyncio.sleep(HOLD_S + 0.2)  # neither says anything: events flow after HOLD_S
         for n in range(SEND_QUEUE + 10):
             hub.broadcast("event/agent_output", {"n": n})
             await asyncio.sleep(0)

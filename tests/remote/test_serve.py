@@ -50,10 +50,12 @@ class Served:
             return exc.code, json.loads(exc.read() or b"null")
 
 
-def start(root: Path, *args: str) -> subprocess.Popen[str]:
+def start(root: Path, *args: str, env: dict[str, str] | None = None
+          ) -> subprocess.Popen[str]:
     return subprocess.Popen([*RALPH, "serve", "--port", "0", *args], cwd=root,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=env)
 
 
 def wait_served(proc: subprocess.Popen[str], root: Path) -> Served:

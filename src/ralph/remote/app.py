@@ -26,7 +26,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from ralph.remote.auth import given_token, origin_ok, token_ok
-from ralph.remote.clients import Client
 from ralph.remote.methods import RemoteState, status
 from ralph.rpc import Dispatcher, Registry
 
@@ -101,8 +100,7 @@ def build_app(state: RemoteState, registry: Registry, *, token: str | None,
 
     async def websocket(websocket: WebSocket) -> None:
         await websocket.accept()
-        client = Client(websocket, dispatcher)
-        state.hub.clients.add(client)
+        client = state.hub.join(websocket, dispatcher)
         try:
             await client.serve()
         finally:

@@ -2,7 +2,14 @@
 JSON-RPC dispatcher, concurrently (a bounded number in flight), at most MESSAGES_PER_MINUTE
 (then -32000 "rate limited" with `data.retry_after`), and everything sent to it through a
 bounded queue: a client that stops reading is disconnected once SEND_QUEUE messages wait
-for it, never buffered without limit. The hub sends notifications to every client.
+for it, never buffered without limit.
+
+The hub publishes the events of every store frame to every client (ralph.remote.events),
+and replays the ones a reconnecting client missed (`initialize`'s `since_seq`): a client
+gets the live events of the frames after the hub's position when it joined, and a replay
+covers the frames up to that position, so nothing comes twice and nothing is skipped. The
+live events are held back while a replay runs (and until the client's first message has
+been answered, at most HOLD_S): they then come after it, in order.
 """
 
 from __future__ import annotations
@@ -10,20 +17,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
+from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from ralph.remote import legacy
+from ralph.remote.events import Outgoing, Projector, Shape
 from ralph.remote.limits import SEND_QUEUE, RateLimit
 from ralph.rpc import APPLICATION_ERROR, Dispatcher
-from ralph.rpc.envelope import NULL_ID, encode_id, error_response, notification
+from ralph.rpc.envelope import NULL_ID, encode_id, error_response
 from ralph.rpc.jsoncodec import DecodeError, loads
+from ralph.store import Frame, Store
 
 log = logging.getLogger("ralph.remote")
 
 IN_FLIGHT = 64  # requests of one client handled at once; more wait to be read
 TOO_SLOW = 4008  # the close code of a client that stopped reading (application range)
+HOLD_S = 1.0  # live events wait at most this long for a new client's first message
+HOLD_LIMIT = 4 * SEND_QUEUE  # live events held back for one client (then: too slow)
 _STOP = ""
+
+# The client whose request is being answered (methods that act on their connection:
+# initialize's catch-up, session/watch)
+CURRENT: ContextVar[Client | None] = ContextVar("ralph_remote_client", default=None)
 
 
 def rate_limited(raw: bytes | str, retry_after: float) -> bytes | None:
@@ -34,6 +53,10 @@ def rate_limited(raw: bytes | str, retry_after: float) -> bytes | None:
     except DecodeError:
         message = None
     error = (APPLICATION_ERROR, "rate limited", {"retry_after": retry_after})
+    if legacy.is_legacy(message):
+        return legacy.error_message("RATE_LIMITED", "rate limited",
+                                    message.get("request_id"),
+                                    details={"retry_after": retry_after}).encode()
     if type(message) is dict:
         if "id" not in message:
             return None
@@ -56,14 +79,27 @@ def weight(raw: bytes | str) -> int:
     return max(1, text.count('"jsonrpc"'))
 
 
+def legacy_command(raw: bytes | str) -> legacy.LegacyCommand | None:
+    """The legacy command `raw` is, if it is one (cheaply ruled out for JSON-RPC)."""
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    if '"command"' not in text or '"jsonrpc"' in text:
+        return None
+    try:
+        message = loads(raw)
+    except DecodeError:
+        return None
+    return legacy.LegacyCommand(message) if legacy.is_legacy(message) else None
+
+
 class Client:
     """One WebSocket connection."""
 
-    def __init__(self, websocket: WebSocket, dispatcher: Dispatcher) -> None:
+    def __init__(self, websocket: WebSocket, dispatcher: Dispatcher, *,
+                 joined_at: int = 0) -> None:
         self.websocket = websocket
         self.dispatcher = dispatcher
         self.rate = RateLimit()
-        # text, as sent: a notification to every client is decoded once, not per client
+        # text, as sent: an event to every client is encoded once per shape, not per client
         self._outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=SEND_QUEUE)
         self._slots = asyncio.Semaphore(IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -71,6 +107,21 @@ class Client:
         self._ended = asyncio.Event()  # no more reading: the connection is to end
         self._close: tuple[int, str] | None = None  # how the server ends it
         self.dropped = False
+        # the events' shape, fixed by its first message (JSON-RPC until then)
+        self.shape: Shape | None = None
+        self.joined_at = joined_at  # the hub's position when it joined: later frames, live
+        self.history_from = joined_at  # it has (or is sent) every event after this seq
+        self._holds = 1  # until its first message is answered (or HOLD_S)
+        self._held: deque[Outgoing | str] = deque()  # events (and _STOP) held back
+        self._flushing: asyncio.Task[None] | None = None
+        self._first_answered = False
+        self._warned_legacy = False
+        self.watching: str | None = None  # its watched session (session/watch)
+        self.watch_task: asyncio.Task[None] | None = None
+
+    @property
+    def event_shape(self) -> Shape:
+        return self.shape or "jsonrpc"
 
     def offer(self, data: bytes | str) -> bool:
         """Queue `data` for the client; False (and the client dropped) if its queue is full."""
@@ -85,6 +136,62 @@ class Client:
             return False
         return True
 
+    def deliver(self, event: Outgoing) -> None:
+        """A live event: sent, or held back while the client is being caught up."""
+        if self.dropped:
+            return
+        if self._holds or self._held:
+            if len(self._held) >= HOLD_LIMIT:
+                self.close(TOO_SLOW, "too slow: messages were not read", drop=True)
+                return
+            self._held.append(event)
+            return
+        self.offer(event.text(self.event_shape))
+
+    def hold(self) -> None:
+        """Hold live events back (a replay is about to be sent)."""
+        self._holds += 1
+
+    def release(self) -> None:
+        """The end of a hold: what was held back goes out, in order."""
+        self._holds = max(0, self._holds - 1)
+        if not self._holds:
+            self._flush_held()
+
+    def _flush_held(self) -> None:
+        """What was held back, into the queue: at once if there is room, else at the
+        client's pace (the live events meanwhile held back behind it)."""
+        if self._flushing is not None or not self._held:
+            return
+        if len(self._held) <= SEND_QUEUE - self._outbox.qsize():
+            shape = self.event_shape
+            while self._held:
+                item = self._held.popleft()
+                self._outbox.put_nowait(item if isinstance(item, str) else item.text(shape))
+            return
+        self._flushing = asyncio.get_running_loop().create_task(self._flush_slowly())
+
+    async def _flush_slowly(self) -> None:
+        try:
+            shape = self.event_shape
+            while self._held:
+                item = self._held.popleft()
+                await self._outbox.put(item if isinstance(item, str) else item.text(shape))
+        finally:
+            self._flushing = None
+
+    async def replay(self, events: Iterable[Outgoing]) -> int:
+        """Send `events` in order, waiting for room in the queue (a replay may be long; it
+        goes at the client's pace); how many were sent."""
+        sent = 0
+        shape = self.event_shape
+        for event in events:
+            if self.dropped:
+                break
+            await self._outbox.put(event.text(shape))
+            sent += 1
+        return sent
+
     def close(self, code: int, reason: str, *, drop: bool = False) -> None:
         """End the connection with `code`: after what is queued, or at once if `drop` (a
         client that does not read: what waits for it is thrown away, and a send stuck on
@@ -94,11 +201,18 @@ class Client:
         self._close = (code, reason)
         self.dropped = True
         if drop:
+            self._held.clear()
+            if self._flushing is not None:
+                self._flushing.cancel()
             while not self._outbox.empty():
                 self._outbox.get_nowait()
             if self._sender is not None:
                 self._sender.cancel()
             self._ended.set()
+        elif self._held or self._holds:  # what was held back is due before the end
+            self._held.append(_STOP)
+            self._holds = 0
+            self._flush_held()
         else:
             if self._outbox.full():
                 self._outbox.get_nowait()
@@ -109,6 +223,7 @@ class Client:
         loop = asyncio.get_running_loop()
         self._sender = loop.create_task(self._send_all())
         ended = loop.create_task(self._ended.wait())
+        hold_timer = loop.call_later(HOLD_S, self._first_done)
         try:
             while True:
                 receiving = loop.create_task(self.websocket.receive())
@@ -126,7 +241,11 @@ class Client:
         except WebSocketDisconnect:
             pass
         finally:
+            hold_timer.cancel()
             ended.cancel()
+            for helper in (self.watch_task, self._flushing):
+                if helper is not None:
+                    helper.cancel()
             for task in list(self._tasks):
                 task.cancel()
             if self._close is not None and not self._sender.done():
@@ -137,25 +256,51 @@ class Client:
                 await self._sender
             await self._say_goodbye()
 
+    def _first_done(self) -> None:
+        if not self._first_answered:
+            self._first_answered = True
+            self.release()
+
     async def _take(self, raw: bytes | str) -> None:
+        command = legacy_command(raw)
+        if self.shape is None:
+            self.shape = "legacy" if command is not None else "jsonrpc"
         wait = self.rate.allow(count=weight(raw))
         if wait is not None:
             answer = rate_limited(raw, wait)
             if answer is not None:
                 self.offer(answer)
+            self._first_done()
             return
         await self._slots.acquire()
-        task = asyncio.get_running_loop().create_task(self._answer(raw))
+        task = asyncio.get_running_loop().create_task(self._answer(raw, command))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, raw: bytes | str) -> None:
+    async def _answer(self, raw: bytes | str, command: legacy.LegacyCommand | None) -> None:
+        CURRENT.set(self)  # (this task's own context)
         try:
-            answer = await self.dispatcher.handle(raw)
-            if answer is not None:
-                self.offer(answer)
+            if command is not None:
+                await self._answer_legacy(command)
+            else:
+                answer = await self.dispatcher.handle(raw)
+                if answer is not None:
+                    self.offer(answer)
         finally:
             self._slots.release()
+            self._first_done()
+
+    async def _answer_legacy(self, command: legacy.LegacyCommand) -> None:
+        if not self._warned_legacy:
+            self._warned_legacy = True
+            self.offer(legacy.deprecation_warning(command.command))
+        request = command.request()
+        if request is None:
+            self.offer(command.unknown())
+            return
+        answer = command.reply(await self.dispatcher.handle(request))
+        if answer is not None:
+            self.offer(answer)
 
     async def _send_all(self) -> None:
         while True:
@@ -179,19 +324,74 @@ class Client:
 
 
 class Hub:
-    """The connected clients; notifications to all of them."""
+    """The connected clients; every store frame's events to all of them (`publish`, in seq
+    order, from one subscription), a replay of the missed ones to one (`catch_up`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store | None = None, project: Projector | None = None,
+                 cursor: int = 0) -> None:
         self.clients: set[Client] = set()
+        self.store = store
+        self.project = project
+        self.cursor = cursor  # the last frame published
 
     def __len__(self) -> int:
         return len(self.clients)
+
+    def join(self, websocket: WebSocket, dispatcher: Dispatcher) -> Client:
+        client = Client(websocket, dispatcher, joined_at=self.cursor)
+        self.clients.add(client)
+        return client
 
     def close_all(self, code: int, reason: str) -> None:
         for client in list(self.clients):
             client.close(code, reason)
 
     def broadcast(self, method: str, params: dict[str, Any] | None = None) -> None:
-        data = notification(method, params).decode()
+        """An event that no frame stands for (the heartbeat)."""
+        self._deliver(Outgoing(method, params or {}))
+
+    def publish(self, frame: Frame) -> None:
+        """The events of `frame` to every client (the frames come in seq order)."""
+        for method, params in self.events_of(frame):
+            self._deliver(Outgoing(method, params, frame.seq))
+        self.cursor = max(self.cursor, frame.seq)
+
+    def events_of(self, frame: Frame) -> list[tuple[str, dict[str, Any]]]:
+        if self.project is None:
+            return []
+        try:
+            return self.project(frame)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # anyone may append to the store: an odd frame is skipped, not the rest
+            log.warning("remote: frame %s (%s) cannot be an event: %s", frame.seq,
+                        frame.topic, exc)
+            return []
+
+    def _deliver(self, event: Outgoing) -> None:
         for client in list(self.clients):
-            client.offer(data)
+            client.deliver(event)
+
+    async def catch_up(self, client: Client, since_seq: int) -> int:
+        """Replay to `client` the events of the frames after `since_seq` it missed (those
+        up to its joining: it gets the later ones live); how many were sent."""
+        if self.store is None or self.project is None or since_seq >= client.history_from:
+            return 0
+        until = client.history_from
+        client.hold()
+        try:
+            sent = await client.replay(self.events_between(since_seq, until))
+            client.history_from = since_seq
+            return sent
+        finally:
+            client.release()
+
+    def events_between(self, after_seq: int, until_seq: int, *, stream: str | None = None,
+                       mark: dict[str, Any] | None = None) -> Iterable[Outgoing]:
+        """The events of the frames in (after_seq, until_seq] (of `stream` only, if given),
+        each with `mark` added to its params, read from the store as they are sent."""
+        assert self.store is not None and self.project is not None
+        for frame in self.store.read(stream=stream, after_seq=after_seq):
+            if frame.seq > until_seq:
+                return
+            for method, params in self.events_of(frame):
+                yield Outgoing(method, {**params, **mark} if mark else params, frame.seq)

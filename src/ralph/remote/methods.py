@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ralph import __version__
 from ralph.config import BUILTIN_AGENTS, Config
 from ralph.loop import LoopService
-from ralph.remote import agent_methods, loop_methods, repo_methods
+from ralph.remote import agent_methods, loop_methods, repo_methods, session_watch
 from ralph.remote.agent_methods import AgentSeat, AgentState, program_problem
-from ralph.remote.clients import Hub
+from ralph.remote.clients import CURRENT, Hub
 from ralph.rpc import Registry
 
 PROTOCOL_VERSION = "1.0"
@@ -50,6 +50,9 @@ class InitializeParams(_Params):
     protocolVersion: str | None = None
     clientInfo: dict[str, Any] | None = None
     capabilities: dict[str, Any] | None = None
+    # the `seq` of the last event this client saw before it reconnected: the events it
+    # missed are sent before this answer
+    since_seq: int | None = Field(default=None, ge=0)
 
 
 class ServerInfo(BaseModel):
@@ -61,6 +64,11 @@ class InitializeResult(BaseModel):
     protocolVersion: str
     serverInfo: ServerInfo
     capabilities: dict[str, Any]
+    # extensions: the store position after which this connection gets every event live
+    # (where to resume from, with since_seq, if no event comes before it reconnects), and
+    # how many missed events were just sent
+    last_seq: int
+    replayed: int
 
 
 class ShutdownResult(BaseModel):
@@ -95,14 +103,14 @@ def capabilities(state: RemoteState) -> dict[str, Any]:
     """What this server does: only what works (the document's other keys, false)."""
     return {
         "agent": {"run": True, "stop": True, "respond": True, "sessions": True,
-                  "sessionWatch": False},
+                  "sessionWatch": True},
         "git": {"status": False, "diff": False, "stage": False, "unstage": False,
                 "discard": False, "commit": False, "push": False, "pull": False,
                 "branches": False, "checkout": False},
         "file": {"get": False, "list": False, "maxFileSize": MAX_FILE_BYTES},
         "repository": {"index": False, "search": False, "tree": False},
         "notifications": ["event/heartbeat", "event/agent_started", "event/agent_output",
-                          "event/agent_stopped", "event/agent_status"],
+                          "event/agent_stopped", "event/agent_status", "event/agent_message"],
         "supportedAgents": supported_agents(state.config),
     }
 
@@ -129,9 +137,15 @@ def build_registry(state: RemoteState) -> Registry:
     @registry.method("initialize", params=InitializeParams, result=InitializeResult,
                      summary="Negotiate the protocol; the server's capabilities.")
     async def initialize(params: InitializeParams) -> InitializeResult:
+        client = CURRENT.get()
+        replayed = 0
+        if client is not None and params.since_seq is not None:
+            replayed = await state.hub.catch_up(client, params.since_seq)
         return InitializeResult(protocolVersion=PROTOCOL_VERSION,
                                 serverInfo=ServerInfo(name=SERVER_NAME, version=__version__),
-                                capabilities=capabilities(state))
+                                capabilities=capabilities(state),
+                                last_seq=client.joined_at if client is not None
+                                else state.hub.cursor, replayed=replayed)
 
     @registry.method("initialized", params=_Params,
                      summary="The client is initialized (a notification).")
@@ -149,6 +163,7 @@ def build_registry(state: RemoteState) -> Registry:
         return status(state)
 
     agent_methods.register(registry, state.seat)
+    session_watch.register(registry, state.hub, state.seat.sessions)
     repo_methods.register(registry, state.root)
     loop_methods.register(registry, state.loop)
     return registry

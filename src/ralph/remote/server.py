@@ -28,11 +28,11 @@ from ralph.config import Config, load_config
 from ralph.fsutil import atomic_write_bytes
 from ralph.loop import LoopService
 from ralph.proc import process_runs
-from ralph.remote.agent_events import agent_events
 from ralph.remote.agent_methods import AgentSeat
 from ralph.remote.app import build_app
 from ralph.remote.auth import ServeError, check_binding, own_hosts
 from ralph.remote.clients import Hub
+from ralph.remote.events import projector
 from ralph.remote.limits import MAX_MESSAGE_BYTES
 from ralph.remote.methods import RemoteState, build_registry
 from ralph.sessions import SessionService
@@ -137,7 +137,9 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
                  started: Callable[[str, str], None] | None) -> int:
     port = int(sock.getsockname()[1])
     ws_url, http_url = urls(options.host, port)
-    state = RemoteState(options.root, config, Hub(), AgentSeat(sessions, config),
+    store = sessions.store
+    hub = Hub(store, projector(sessions.text), cursor=store.last_seq)
+    state = RemoteState(options.root, config, hub, AgentSeat(sessions, config),
                         loop_service)
     registry = build_registry(state)
     app = build_app(state, registry, token=options.token,
@@ -158,7 +160,7 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
     serve_file = options.root / ".ralph" / SERVE_FILE
     helpers = [loop.create_task(_heartbeat(state, options.heartbeat_s)),
                loop.create_task(_stop_when_asked(state, server, sessions, loop_service)),
-               loop.create_task(_forward_agent_events(state, sessions))]
+               loop.create_task(_publish(hub))]
     serving = loop.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started and not serving.done():
@@ -184,14 +186,12 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
     return 0
 
 
-async def _forward_agent_events(state: RemoteState, sessions: SessionService) -> None:
-    """Every agent session's events, as they are recorded (in any process), to every
-    client."""
-    store = sessions.store
-    async with store.subscribe(after_seq=store.last_seq) as frames:
+async def _publish(hub: Hub) -> None:
+    """Every frame's events, as they are recorded (in any process), to every client."""
+    assert hub.store is not None
+    async with hub.store.subscribe(after_seq=hub.cursor) as frames:
         async for frame in frames:
-            for method, params in agent_events(frame, sessions.text):
-                state.hub.broadcast(method, params)
+            hub.publish(frame)
 
 
 async def _stop_when_asked(state: RemoteState, server: uvicorn.Server,

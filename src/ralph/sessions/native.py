@@ -79,22 +79,14 @@ def _claude(cwd: Path, env: Mapping[str, str]) -> Iterator[NativeConversation]:
     for path in files:
         summary, count, first, last = "", 0, None, None
         for entry in _lines(path):
-            kind = entry.get("type")
-            if kind not in ("user", "assistant") or entry.get("isMeta"):
+            message = claude_message(entry)
+            if message is None:
                 continue
-            message = entry.get("message")
-            if not isinstance(message, dict) or \
-                    not isinstance(message.get("content"), (str, list)):
-                continue  # not a message as Claude Code writes them
-            text = _text(message["content"])
-            if kind == "user" and (not text or text.startswith("<")):
-                continue  # a tool result, a command's output, a reminder Claude adds
             count += 1
-            stamp = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
-            first = first or stamp
-            last = stamp or last
-            if kind == "user" and not summary:
-                summary = text
+            first = first or message.at
+            last = message.at or last
+            if message.role == "user" and not summary:
+                summary = message.text
         if count:
             yield NativeConversation(f"claude:{path.stem}", "claude", path.stem,
                                      _short(summary), count, first, last, str(path))
@@ -115,24 +107,104 @@ def _codex(cwd: Path, env: Mapping[str, str]) -> Iterator[NativeConversation]:
         conversation = str(payload.get("id") or "")
         summary, count, first, last = "", 0, None, None
         for entry in entries:
-            item = entry.get("payload")
-            if entry.get("type") != "response_item" or not isinstance(item, dict) or \
-                    item.get("type") != "message" or item.get("role") not in ("user",
-                                                                               "assistant"):
+            message = codex_message(entry)
+            if message is None:
                 continue
-            text = _text(item.get("content"))
-            if item.get("role") == "user" and (text.startswith(("<", "# AGENTS.md")) or
-                                               not text):
-                continue  # the context Codex adds as user messages
             count += 1
-            stamp = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
-            first = first or stamp
-            last = stamp or last
-            if item.get("role") == "user" and not summary:
-                summary = text
+            first = first or message.at
+            last = message.at or last
+            if message.role == "user" and not summary:
+                summary = message.text
         if conversation and count:
             yield NativeConversation(f"codex:{conversation}", "codex", conversation,
                                      _short(summary), count, first, last, str(path))
+
+
+@dataclass(frozen=True)
+class NativeMessage:
+    """A user's or the assistant's message in a CLI's conversation file."""
+
+    role: str  # user | assistant
+    text: str
+    at: str | None  # its timestamp, as the CLI wrote it
+
+
+def claude_message(entry: dict[str, Any]) -> NativeMessage | None:
+    """The message a line of Claude Code's conversation file is, if it is one a person
+    wrote or read (not a tool result, a command's output, a reminder Claude adds)."""
+    kind = entry.get("type")
+    if kind not in ("user", "assistant") or entry.get("isMeta"):
+        return None
+    message = entry.get("message")
+    if not isinstance(message, dict) or not isinstance(message.get("content"), (str, list)):
+        return None  # not a message as Claude Code writes them
+    text = _text(message["content"])
+    if kind == "user" and (not text or text.startswith("<")):
+        return None  # (an assistant's message of tool calls only counts, without text)
+    return NativeMessage(str(kind), text, _stamp(entry))
+
+
+def codex_message(entry: dict[str, Any]) -> NativeMessage | None:
+    """The message a line of Codex CLI's conversation file is (not the context Codex adds
+    as user messages)."""
+    item = entry.get("payload")
+    if entry.get("type") != "response_item" or not isinstance(item, dict) or \
+            item.get("type") != "message" or item.get("role") not in ("user", "assistant"):
+        return None
+    text = _text(item.get("content"))
+    if item.get("role") == "user" and (text.startswith(("<", "# AGENTS.md")) or not text):
+        return None
+    return NativeMessage(str(item["role"]), text, _stamp(entry))
+
+
+class TranscriptTail:
+    """The messages of a CLI's conversation file, then those appended to it: each `read()`
+    returns the complete lines' messages since the last one (at most MAX_READ bytes at a
+    time; a line being written is left for the next read)."""
+
+    MAX_READ = 4 * 1024 * 1024
+
+    def __init__(self, conversation: NativeConversation) -> None:
+        self.path = Path(conversation.path)
+        self.parse = claude_message if conversation.adapter == "claude" else codex_message
+        self.offset = 0
+
+    def read(self) -> list[NativeMessage]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return []
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return []
+            if info.st_size < self.offset:
+                self.offset = 0  # rewritten
+            data = os.pread(fd, self.MAX_READ, self.offset)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) < self.MAX_READ:
+            return []
+        end = end or len(data)
+        self.offset += end
+        found = []
+        for line in data[:end].splitlines():
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            message = self.parse(entry) if isinstance(entry, dict) else None
+            if message is not None and message.text:
+                found.append(message)
+        return found
+
+
+def _stamp(entry: dict[str, Any]) -> str | None:
+    stamp = entry.get("timestamp")
+    return stamp if isinstance(stamp, str) else None
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:

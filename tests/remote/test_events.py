@@ -1,0 +1,263 @@
+"""`ralph serve`'s event stream with a real WebSocket client: a client that reconnects with
+`since_seq` catches up with no gap and no duplicate; `session/watch` replays a Ralph
+session's history and follows a CLI's own conversation; the legacy command format and its
+event shape."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+
+from tests.cli.helpers import TIMEOUT
+from tests.remote.test_agent import Phone
+from tests.remote.test_serve import TOKEN, Served, start, wait_served
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    root = tmp_path / "proj"
+    (root / ".ralph").mkdir(parents=True)
+    (root / "ralph.toml").write_text(
+        '[loop]\ndefault_agent = "echo"\n\n'
+        '[agents.echo]\nargv = ["sh", "-c", "cat; echo; echo finished"]\n')
+    claude_home = tmp_path / "claude-home"
+    folder = claude_home / "projects" / "".join(
+        c if c.isalnum() else "-" for c in str(root))
+    folder.mkdir(parents=True)
+    proc = start(root, "--token", TOKEN, env={**os.environ,
+                                               "CLAUDE_CONFIG_DIR": str(claude_home)})
+    try:
+        served = wait_served(proc, root)
+        served.claude_folder = folder  # type: ignore[attr-defined]
+        yield served
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(TIMEOUT)
+            except Exception:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+async def connect(served: Served) -> Any:
+    return await websockets.connect(served.ws + f"?token={TOKEN}")
+
+
+async def run_to_end(phone: Phone, prompt: str) -> str:
+    session_id = (await phone.call("agent/run", {"prompt": prompt}))["result"]["session_id"]
+    await phone.until("event/agent_stopped", session_id=session_id)
+    await phone.until("event/agent_status", session_id=session_id, state="idle")  # its last
+    return str(session_id)
+
+
+def seqs(events: list[dict[str, Any]]) -> list[int]:
+    return [e["params"]["seq"] for e in events
+            if "method" in e and "seq" in e.get("params", {})]
+
+
+async def drain(ws: Any, quiet_s: float = 0.5) -> list[dict[str, Any]]:
+    """What arrives until nothing has for `quiet_s`."""
+    got: list[dict[str, Any]] = []
+    while True:
+        try:
+            got.append(json.loads(await asyncio.wait_for(ws.recv(), quiet_s)))
+        except TimeoutError:
+            return got
+
+
+def test_a_client_that_reconnects_catches_up_without_gap_or_duplicate(
+        served: Served) -> None:
+    async def go() -> None:
+        watcher = Phone(await connect(served))
+        first = (await watcher.call("initialize", {}))["result"]
+        assert first["replayed"] == 0 and isinstance(first["last_seq"], int)
+        one = await run_to_end(watcher, "first")
+        seen = seqs(watcher.events)
+        await watcher.ws.close()  # it goes away; a session runs meanwhile
+        other = Phone(await connect(served))
+        two = await run_to_end(other, "second")
+        missed = [e for e in other.events if e.get("method", "").startswith("event/agent")]
+        await other.ws.close()
+
+        back = Phone(await connect(served))
+        answer = (await back.call("initialize", {"since_seq": max(seen)}))["result"]
+        replayed = [e for e in back.events if "seq" in e.get("params", {})]
+        assert answer["replayed"] == len(replayed) == len(missed)
+        assert [(e["method"], e["params"]) for e in replayed] == \
+            [(e["method"], e["params"]) for e in missed]  # the same events, in order
+        assert {e["params"]["session_id"] for e in replayed} == {two}
+        assert seqs(replayed) == sorted(seqs(replayed)) and min(seqs(replayed)) > max(seen)
+        three = await run_to_end(back, "third")  # then live, after the replay
+        live = [e for e in back.events[len(replayed):] if "seq" in e.get("params", {})]
+        assert live and {e["params"]["session_id"] for e in live} == {three}
+        assert min(seqs(live)) > max(seqs(replayed))
+        await back.ws.close()
+        assert one != two != three
+
+    asyncio.run(go())
+
+
+def test_a_reconnect_with_the_position_initialize_gave_misses_nothing(
+        served: Served) -> None:
+    async def go() -> None:
+        first = Phone(await connect(served))
+        position = (await first.call("initialize"))["result"]["last_seq"]
+        await first.ws.close()  # no event came: initialize's last_seq is where to resume
+        other = Phone(await connect(served))
+        session_id = await run_to_end(other, "meanwhile")
+        await other.ws.close()
+        back = Phone(await connect(served))
+        answer = (await back.call("initialize", {"since_seq": position}))["result"]
+        assert answer["replayed"] > 0
+        assert back.events[0]["method"] == "event/agent_started"
+        assert back.events[0]["params"]["session_id"] == session_id
+        again = (await back.call("initialize", {"since_seq": position}))["result"]
+        assert again["replayed"] == 0  # what it has had already is not sent twice
+        bad = await back.call("initialize", {"since_seq": -1})
+        assert bad["error"]["code"] == -32602 and "since_seq" in json.dumps(bad["error"])
+        await back.ws.close()
+
+    asyncio.run(go())
+
+
+def test_session_watch_replays_a_sessions_history_and_unwatch(served: Served) -> None:
+    async def go() -> None:
+        runner = Phone(await connect(served))
+        session_id = await run_to_end(runner, "history please")
+        await runner.ws.close()
+        phone = Phone(await connect(served))
+        watched = (await phone.call("session/watch", {"session_id": session_id}))["result"]
+        history = [e for e in phone.events if e.get("params", {}).get("replay")]
+        assert watched == {"status": "watching", "session_id": session_id,
+                           "watching": True, "replayed": len(history)}
+        methods = [e["method"] for e in history]
+        assert methods[0] == "event/agent_started" and "event/agent_stopped" in methods
+        assert any(e["params"].get("content") == "finished" for e in history)
+        assert {e["params"]["session_id"] for e in history} == {session_id}
+        missing = await phone.call("session/watch", {"session_id": "nope"})
+        assert missing["error"]["code"] == -32012
+        assert missing["error"]["data"] == {"session_id": "nope"}
+        empty = await phone.call("session/watch", {"session_id": ""})
+        assert empty["error"]["code"] == -32602
+        assert (await phone.call("session/unwatch"))["result"] == {
+            "status": "unwatched", "session_id": session_id, "watching": False}
+        assert (await phone.call("session/unwatch"))["result"]["session_id"] is None
+        await phone.ws.close()
+
+    asyncio.run(go())
+
+
+def claude_line(kind: str, text: str, stamp: str) -> str:
+    return json.dumps({"type": kind, "timestamp": stamp,
+                       "message": {"role": kind, "content": text}}) + "\n"
+
+
+def test_session_watch_follows_a_clis_own_conversation(served: Served) -> None:
+    conversation = "0b8f6f0e-1111-4222-8333-944445555666"
+    transcript = served.claude_folder / f"{conversation}.jsonl"  # type: ignore[attr-defined]
+    transcript.write_text(claude_line("user", "fix the bug", "2026-11-27T10:00:00Z")
+                          + claude_line("assistant", "Looking.", "2026-11-27T10:00:01Z"))
+
+    async def go() -> None:
+        phone = Phone(await connect(served))
+        session_id = f"claude:{conversation}"
+        watched = (await phone.call("session/watch", {"session_id": session_id}))["result"]
+        assert watched["replayed"] == 2
+        assert [(e["method"], e["params"]["role"], e["params"]["content"],
+                 e["params"]["replay"]) for e in phone.events] == [
+            ("event/agent_message", "user", "fix the bug", True),
+            ("event/agent_message", "assistant", "Looking.", True)]
+        with transcript.open("a") as handle:  # the CLI goes on, a line at a time
+            handle.write(claude_line("assistant", "Fixed it.", "2026-11-27T10:00:02Z"))
+        live = await phone.until("event/agent_message", content="Fixed it.")
+        assert live == {"session_id": session_id, "role": "assistant",
+                        "content": "Fixed it.", "timestamp": "2026-11-27T10:00:02Z"}
+        await phone.call("session/unwatch")
+        with transcript.open("a") as handle:
+            handle.write(claude_line("assistant", "After.", "2026-11-27T10:00:03Z"))
+        later = await drain(phone.ws, 1.5)
+        assert not [e for e in later if e.get("params", {}).get("content") == "After."]
+        await phone.ws.close()
+
+    asyncio.run(go())
+
+
+def test_legacy_commands_get_legacy_answers_and_events(served: Served) -> None:
+    async def go() -> None:
+        ws = await connect(served)
+        await ws.send(json.dumps({"command": "get_status", "request_id": "r1"}))
+        warning = json.loads(await ws.recv())
+        assert warning["event"] == "deprecation_warning"
+        assert warning["payload"]["migration"]["run_claude"] == "agent/run"
+        status = json.loads(await ws.recv())
+        assert status["event"] == "status_response" and status["request_id"] == "r1"
+        assert status["payload"]["repo_path"] == str(served.root)
+        assert status["payload"]["claude_state"] == status["payload"]["agent_state"]
+        assert "timestamp" in status
+
+        await ws.send(json.dumps({"command": "get_file", "payload": {"path": "../x"},
+                                  "request_id": 2}))
+        error = json.loads(await ws.recv())
+        assert error["event"] == "error" and error["request_id"] == 2
+        assert error["payload"]["code"] in ("FILE_NOT_FOUND", "UNKNOWN_COMMAND")
+
+        await ws.send(json.dumps({"command": "fly", "request_id": "r3"}))
+        unknown = json.loads(await ws.recv())
+        assert unknown["payload"] == {"code": "UNKNOWN_COMMAND",
+                                      "message": "Unknown command: fly",
+                                      "request_id": "r3"}
+
+        await ws.send(json.dumps({"command": "run_claude", "payload": {"prompt": ""}}))
+        invalid = json.loads(await ws.recv())
+        assert invalid["event"] == "error" and invalid["payload"]["code"] == "INVALID_PAYLOAD"
+        assert invalid["payload"]["rpc_code"] == -32602
+
+        await ws.send(json.dumps({"command": "run_claude", "payload": {"prompt": "hi"},
+                                  "request_id": "r4"}))
+        names: list[str] = []
+        while True:  # run_claude: no answer, the events say it
+            message = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+            assert set(message) >= {"event", "timestamp", "payload"}, message
+            names.append(message["event"])
+            if "agent_stopped" in names and message["event"] == "agent_status":
+                break
+        assert names[0] == "agent_started" and "agent_output" in names
+
+        await ws.send(json.dumps({"command": "stop_claude", "request_id": "r5"}))
+        not_running = json.loads(await ws.recv())
+        assert not_running["payload"]["code"] == "CLAUDE_NOT_RUNNING"
+
+        await ws.send(json.dumps({"command": "unwatch_session"}))
+        stopped = json.loads(await ws.recv())
+        assert stopped["event"] == "session_watch_stopped"
+        assert stopped["payload"]["reason"] == "client_request"
+
+        # a JSON-RPC request from this client is still answered in JSON-RPC; the events
+        # keep the shape its first message fixed
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "status/get"}))
+        answer = json.loads(await ws.recv())
+        assert answer["id"] == 9 and "result" in answer
+        await ws.close()
+
+    asyncio.run(go())
+
+
+def test_a_json_rpc_client_gets_events_as_notifications_with_a_heartbeat(
+        served: Served) -> None:
+    async def go() -> None:
+        phone = Phone(await connect(served))
+        await phone.call("initialize")
+        await run_to_end(phone, "hello")
+        assert all(e.get("jsonrpc") == "2.0" and "event" not in e for e in phone.events)
+        await phone.ws.close()
+
+    asyncio.run(go())
