@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,9 @@ from ralph.cli.output import error_line
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
+if TYPE_CHECKING:
+    from ralph.remote.server import ServeOptions
+
 MIN_TOKEN_CHARS = 8
 
 
@@ -21,6 +24,19 @@ def _positive(value: float) -> float:
     if not value > 0:
         raise typer.BadParameter(f"{value} is not a positive number of seconds")
     return value
+
+
+def pairing_lines(ws_url: str, http_url: str, options: ServeOptions,
+                  token: str | None) -> str:
+    """The connection JSON as a QR code, with the address a phone can reach."""
+    from ralph.remote.pairing import connection_info, connection_qr, reachable_host
+    from ralph.remote.server import urls
+
+    host = reachable_host(options.host)
+    if host != options.host:  # a wildcard address: one a phone can reach instead
+        ws_url, http_url = urls(host, int(http_url.rsplit(":", 1)[1]))
+    info = connection_info(ws_url, http_url, options.root.name, token)
+    return f"scan to connect ({ws_url}):\n{connection_qr(info)}"
 
 
 def serve(
@@ -73,6 +89,8 @@ def serve(
                  f"             {http_url}/api/rpc/discover (OpenRPC)"]
         if secret is not None:
             lines.append(f"token: {secret}   (also in .ralph/serve.json)")
+        if sys.stderr.isatty():  # a person looks: the phone app's QR code
+            lines.append(pairing_lines(ws_url, http_url, options, secret))
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
 
