@@ -125,8 +125,9 @@ async def fan_out(root: Path, url: str, pid: int, clients: int, rate: float, sec
             except websockets.ConnectionClosed:
                 return
             if message.get("method") == "event/agent_output":
-                sent = float(message["params"]["content"].split(" ", 1)[0])
-                delays.append((time.time() - sent) * 1000)
+                now = time.time()  # (pieces that came at once arrive merged, a line each)
+                for line in message["params"]["content"].split("\n"):
+                    delays.append((now - float(line.split(" ", 1)[0])) * 1000)
 
     connections = [await websockets.connect(url) for _ in range(clients)]
     stuck = await websockets.connect(url, max_queue=1) if slow else None

@@ -23,6 +23,8 @@ import websockets
 from tests.cli.helpers import RALPH, TIMEOUT
 
 TOKEN = "a-test-token"
+NOTIFICATIONS = ["event/heartbeat", "event/agent_started", "event/agent_output",
+                 "event/agent_stopped", "event/agent_status", "event/agent_message"]
 
 
 class Served:
@@ -169,13 +171,11 @@ def test_initialize_and_status_get_as_the_document_writes_them(served: Served) -
     result = init["result"]
     assert result["protocolVersion"] == "1.0" and result["serverInfo"]["name"] == "ralph"
     capabilities = result["capabilities"]
-    assert capabilities["notifications"] == [
-        "event/heartbeat", "event/agent_started", "event/agent_output",
-        "event/agent_stopped", "event/agent_status"]
+    assert capabilities["notifications"] == NOTIFICATIONS
     assert "echo" in capabilities["supportedAgents"]  # sh is found
     assert capabilities["agent"]["run"] is True
-    assert capabilities["agent"]["sessionWatch"] is False  # claims only what works
-    assert capabilities["git"]["status"] is False
+    assert capabilities["agent"]["sessionWatch"] is True
+    assert capabilities["git"]["commit"] is False  # claims only what works
     assert capabilities["file"]["maxFileSize"] == 10 * 1024 * 1024
     assert status["id"] == "s"
     assert set(status["result"]) == {

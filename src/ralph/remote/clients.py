@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Iterable
 from contextvars import ContextVar
@@ -25,8 +26,9 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ralph.remote import legacy
+from ralph.remote.coalesce import MERGE_S, OutputMerger
 from ralph.remote.events import Outgoing, Projector, Shape
-from ralph.remote.limits import SEND_QUEUE, RateLimit
+from ralph.remote.limits import SEND_QUEUE, SEND_QUEUE_CHARS, RateLimit
 from ralph.rpc import APPLICATION_ERROR, Dispatcher
 from ralph.rpc.envelope import NULL_ID, encode_id, error_response
 from ralph.rpc.jsoncodec import DecodeError, loads
@@ -101,6 +103,7 @@ class Client:
         self.rate = RateLimit()
         # text, as sent: an event to every client is encoded once per shape, not per client
         self._outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=SEND_QUEUE)
+        self._queued_chars = 0  # of the messages in _outbox (bounded too: SEND_QUEUE_CHARS)
         self._slots = asyncio.Semaphore(IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sender: asyncio.Task[None] | None = None
@@ -127,11 +130,14 @@ class Client:
         """Queue `data` for the client; False (and the client dropped) if its queue is full."""
         if self.dropped:
             return False
+        text = data if isinstance(data, str) else data.decode()
         try:
-            self._outbox.put_nowait(data if isinstance(data, str) else data.decode())
+            if self._queued_chars + len(text) > SEND_QUEUE_CHARS and self._queued_chars:
+                raise asyncio.QueueFull
+            self._put_nowait(text)
         except asyncio.QueueFull:
-            log.warning("remote: a client stopped reading (%d messages waiting): dropped",
-                        SEND_QUEUE)
+            log.warning("remote: a client stopped reading (%d messages, %d characters "
+                        "waiting): dropped", self._outbox.qsize(), self._queued_chars)
             self.close(TOO_SLOW, "too slow: messages were not read", drop=True)
             return False
         return True
@@ -167,7 +173,7 @@ class Client:
             shape = self.event_shape
             while self._held:
                 item = self._held.popleft()
-                self._outbox.put_nowait(item if isinstance(item, str) else item.text(shape))
+                self._put_nowait(item if isinstance(item, str) else item.text(shape))
             return
         self._flushing = asyncio.get_running_loop().create_task(self._flush_slowly())
 
@@ -176,7 +182,7 @@ class Client:
             shape = self.event_shape
             while self._held:
                 item = self._held.popleft()
-                await self._outbox.put(item if isinstance(item, str) else item.text(shape))
+                await self._put(item if isinstance(item, str) else item.text(shape))
         finally:
             self._flushing = None
 
@@ -188,7 +194,7 @@ class Client:
         for event in events:
             if self.dropped:
                 break
-            await self._outbox.put(event.text(shape))
+            await self._put(event.text(shape))
             sent += 1
         return sent
 
@@ -206,6 +212,7 @@ class Client:
                 self._flushing.cancel()
             while not self._outbox.empty():
                 self._outbox.get_nowait()
+            self._queued_chars = 0
             if self._sender is not None:
                 self._sender.cancel()
             self._ended.set()
@@ -215,8 +222,16 @@ class Client:
             self._flush_held()
         else:
             if self._outbox.full():
-                self._outbox.get_nowait()
-            self._outbox.put_nowait(_STOP)
+                self._queued_chars -= len(self._outbox.get_nowait())
+            self._put_nowait(_STOP)
+
+    def _put_nowait(self, text: str) -> None:
+        self._outbox.put_nowait(text)
+        self._queued_chars += len(text)
+
+    async def _put(self, text: str) -> None:
+        await self._outbox.put(text)
+        self._queued_chars += len(text)
 
     async def serve(self) -> None:
         """Read and answer messages until the client goes, or the server ends it."""
@@ -305,6 +320,7 @@ class Client:
     async def _send_all(self) -> None:
         while True:
             data = await self._outbox.get()
+            self._queued_chars -= len(data)
             if data == _STOP:
                 self._ended.set()
                 return
@@ -332,7 +348,10 @@ class Hub:
         self.clients: set[Client] = set()
         self.store = store
         self.project = project
-        self.cursor = cursor  # the last frame published
+        self.cursor = cursor  # every frame up to this one published
+        self._seen = cursor
+        self._merger = OutputMerger()
+        self._flush_timer: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
         return len(self.clients)
@@ -351,10 +370,29 @@ class Hub:
         self._deliver(Outgoing(method, params or {}))
 
     def publish(self, frame: Frame) -> None:
-        """The events of `frame` to every client (the frames come in seq order)."""
+        """The events of `frame` to every client (the frames come in seq order); streamed
+        agent output merged (ralph.remote.coalesce)."""
+        now = time.monotonic()
         for method, params in self.events_of(frame):
-            self._deliver(Outgoing(method, params, frame.seq))
-        self.cursor = max(self.cursor, frame.seq)
+            for seq, name, merged in self._merger.add(frame.seq, method, params, now):
+                self._deliver(Outgoing(name, merged, seq))
+        self._seen = frame.seq
+        self._advance()
+        if self._merger.held is not None and self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(MERGE_S, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        if self._merger.held is not None:
+            seq, name, merged = self._merger.take()
+            self._deliver(Outgoing(name, merged, seq))
+            self._advance()
+
+    def _advance(self) -> None:
+        # What is held has not been sent: a client that joins now gets it live, so the
+        # position it joins at (what a replay covers) stays before it.
+        held = self._merger.held is not None
+        self.cursor = max(self.cursor, self._merger.first_seq - 1 if held else self._seen)
 
     def events_of(self, frame: Frame) -> list[tuple[str, dict[str, Any]]]:
         if self.project is None:
