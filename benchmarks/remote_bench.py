@@ -45,7 +45,7 @@ import websockets
 
 TOKEN = "bench-token"
 WRITER = textwrap.dedent("""\
-    import sys, time
+    import os, sys, time
     from ralph.store import Store
     store_dir, stream = sys.argv[1], sys.argv[2]
     rate, seconds, pad = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
@@ -56,8 +56,10 @@ WRITER = textwrap.dedent("""\
             due = start + n / rate
             if due > time.time():
                 time.sleep(due - time.time())
+            # random text: the connection compresses, and "xxx" would be next to nothing
+            noise = os.urandom(pad).hex()[:pad]
             store.append("agent.output", {"kind": "text", "tool": None,
-                                          "content": repr(time.time()) + " " + "x" * pad},
+                                          "content": repr(time.time()) + " " + noise},
                          stream=stream)
             n += 1
 """)

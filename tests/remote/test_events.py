@@ -6,9 +6,11 @@ event shape."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +276,60 @@ def test_a_json_rpc_client_gets_events_as_notifications_with_a_heartbeat(
         await phone.ws.close()
 
     asyncio.run(go())
+
+
+def test_a_client_that_stops_reading_is_cut_off_and_the_others_keep_up(
+        served: Served) -> None:
+    """Real clients: one pauses reading (its TCP window fills), the other reads; the store
+    gets ~30 MB of agent output. The stuck one is disconnected, the other gets it all."""
+    from ralph.store import Store
+
+    pieces = 30_000
+
+    async def go() -> tuple[int, int | None]:
+        reader = Phone(await connect(served))
+        await reader.call("initialize")
+        # a small receive buffer (else the kernel would hold up to 32 MB for it here)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        host, port = served.ws.removeprefix("ws://").split("/")[0].rsplit(":", 1)
+        sock.connect((host, int(port)))
+        sock.setblocking(False)
+        stuck = await websockets.connect(served.ws + f"?token={TOKEN}", max_queue=1,
+                                         sock=sock)
+        await stuck.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize"}))
+        await asyncio.sleep(0.5)
+        stuck.transport.pause_reading()
+
+        def write() -> None:
+            # random text: the connection compresses (permessage-deflate), "xxx" would be
+            # next to nothing on the wire
+            noise = base64.b64encode(os.urandom(750 * 64)).decode()
+            with Store(served.root / ".ralph" / "store", durability="never") as store:
+                for n in range(pieces):
+                    start = (n * 7919) % (len(noise) - 1000)
+                    store.append("agent.output", {"kind": "text", "content": f"{n} "
+                                                  + noise[start:start + 1000]},
+                                 stream="sessions/ses_flood")
+
+        writing = asyncio.ensure_future(asyncio.to_thread(write))
+        last = -1
+        while last < pieces - 1:
+            message = json.loads(await asyncio.wait_for(reader.ws.recv(), TIMEOUT))
+            if message.get("method") == "event/agent_output":
+                numbers = [int(line.split(" ", 1)[0])
+                           for line in message["params"]["content"].split("\n")]
+                assert numbers[0] == last + 1  # in order, nothing lost
+                last = numbers[-1]
+        await writing
+        stuck.transport.resume_reading()
+        with pytest.raises(websockets.ConnectionClosed):
+            while True:  # what it had buffered, then the end
+                await asyncio.wait_for(stuck.recv(), TIMEOUT)
+        code = stuck.close_code
+        await reader.ws.close()
+        return last, code
+
+    last, code = asyncio.run(go())
+    assert last == pieces - 1
+    assert code in (4008, 1006)  # told it is too slow, or cut once it read nothing for 5 s
