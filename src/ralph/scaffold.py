@@ -46,6 +46,7 @@ GITIGNORE_ENTRIES = (
     ".ralph/cache/",
     ".ralph/sessions/",
     ".ralph/*.lock",
+    ".ralph/serve.json",
 )
 GITIGNORE_HEADER = "# Ralph's runtime files (ralph init)"
 GIT_INIT_TIMEOUT = 30.0

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import websockets
 
+from ralph.store import Store
 from tests.cli.helpers import TIMEOUT
 from tests.remote.test_agent import Phone
 from tests.remote.test_serve import TOKEN, Served, start, wait_served
@@ -282,8 +283,6 @@ def test_a_client_that_stops_reading_is_cut_off_and_the_others_keep_up(
         served: Served) -> None:
     """Real clients: one pauses reading (its TCP window fills), the other reads; the store
     gets ~30 MB of agent output. The stuck one is disconnected, the other gets it all."""
-    from ralph.store import Store
-
     pieces = 30_000
 
     async def go() -> tuple[int, int | None]:

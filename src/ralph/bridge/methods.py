@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import Field, RootModel
@@ -82,6 +82,57 @@ def _around_time(serialize: Callable[[Any], bytes],
     return head, tail
 
 
+def start_wait(service: LoopService) -> float:
+    """Seconds until loop.rate_limit_per_hour allows an agent start (0: now); -32000 if the
+    state cannot be read. Each face says "rate limited" its own way."""
+    try:
+        return service.start_slot_wait()
+    except RalphError as exc:  # state.json unreadable: the same -32000 as everywhere
+        raise app_error(exc) from None
+
+
+def status_result(service: LoopService) -> StatusResult:
+    try:
+        report = service.status()
+    except RalphError as exc:
+        raise app_error(exc) from None
+    return StatusResult.of(report)  # the report's records, typed: nothing to validate
+
+
+async def step_result(service: LoopService, agent: str | None) -> StepResult:
+    """One iteration; its result, or the error a client gets."""
+    try:
+        result = await service.step(agent)
+    except RalphError as exc:
+        raise app_error(exc) from None
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # this request itself is being cancelled (the face is closing)
+        raise RpcError(APPLICATION_ERROR, "the step was stopped", {"stopped": True}) from None
+    return StepResult.model_validate(result.model_dump(include=set(StepResult.model_fields)))
+
+
+async def run_result(service: LoopService, agent: str | None,
+                     max_iterations: int | None) -> RunResult:
+    try:
+        run_id = await service.start_run(agent, max_iterations)
+    except RalphError as exc:
+        raise app_error(exc) from None
+    return RunResult(runId=run_id)
+
+
+async def stop_result(service: LoopService) -> StopResult:
+    reply = await service.request("stop")
+    return StopResult(stopped=reply.ok)
+
+
+async def pause_result(service: LoopService, action: Literal["pause", "resume"]
+                       ) -> PauseResult:
+    reply = await service.request(action)
+    return PauseResult(ok=reply.ok, runId=reply.run_id, paused=reply.paused)
+
+
 def build_registry(service: LoopService) -> Registry:
     """The bridge protocol on `service` (one per bridge process)."""
     registry = Registry(title="Ralph bridge", version=__version__,
@@ -89,10 +140,7 @@ def build_registry(service: LoopService) -> Registry:
                                     "(vscode-bridge-protocol v1).")
 
     def not_limited() -> None:
-        try:
-            wait = service.start_slot_wait()
-        except RalphError as exc:  # state.json unreadable: the same -32000 as everywhere
-            raise app_error(exc) from None
+        wait = start_wait(service)
         if wait > 0:
             raise RpcError(RATE_LIMITED, f"rate limited: no agent start allowed for "
                                          f"{wait:.0f} s (loop.rate_limit_per_hour)",
@@ -111,58 +159,37 @@ def build_registry(service: LoopService) -> Registry:
     @registry.method("status", result=StatusResult, errors=[FAILED],
                      summary="PRD progress and run state.", sync=True)
     def status() -> StatusResult:
-        try:
-            report = service.status()
-        except RalphError as exc:
-            raise app_error(exc) from None
-        return StatusResult.of(report)  # the report's records, typed: nothing to validate
+        return status_result(service)
 
     @registry.method("step", params=StepParams, result=StepResult, positional=("agent",),
                      errors=[BUSY, LIMITED, FAILED],
                      summary="Run exactly one iteration (a fresh agent invocation).")
     async def step(params: StepParams) -> StepResult:
         not_limited()
-        try:
-            result = await service.step(params.agent)
-        except RalphError as exc:
-            raise app_error(exc) from None
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # this request itself is being cancelled (the bridge is closing)
-            raise RpcError(APPLICATION_ERROR, "the step was stopped", {"stopped": True}) from None
-        return StepResult.model_validate(result.model_dump(include=set(
-            StepResult.model_fields)))
+        return await step_result(service, params.agent)
 
     @registry.method("run", params=RunParams, result=RunResult,
                      positional=("agent", "maxIterations"), errors=[BUSY, LIMITED, FAILED],
                      summary="Start a run in the background; its events follow.")
     async def run(params: RunParams) -> RunResult:
         not_limited()
-        try:
-            run_id = await service.start_run(params.agent, params.maxIterations)
-        except RalphError as exc:
-            raise app_error(exc) from None
-        return RunResult(runId=run_id)
+        return await run_result(service, params.agent, params.maxIterations)
 
     @registry.method("stop", result=StopResult,
                      summary="Stop the active run now (its agent too), whichever process "
                              "runs it.")
     async def stop() -> StopResult:
-        reply = await service.request("stop")
-        return StopResult(stopped=reply.ok)
+        return await stop_result(service)
 
     @registry.method("pause", result=PauseResult,
                      summary="Pause the active run before its next iteration.")
     async def pause() -> PauseResult:
-        reply = await service.request("pause")
-        return PauseResult(ok=reply.ok, runId=reply.run_id, paused=reply.paused)
+        return await pause_result(service, "pause")
 
     @registry.method("resume", result=PauseResult,
                      summary="Resume a paused run.")
     async def resume() -> PauseResult:
-        reply = await service.request("resume")
-        return PauseResult(ok=reply.ok, runId=reply.run_id, paused=reply.paused)
+        return await pause_result(service, "resume")
 
     registry.notification_schema("event", EventParams,
                                  summary="A loop event: " + ", ".join(

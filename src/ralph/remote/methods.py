@@ -34,6 +34,7 @@ class RemoteState:
     hub: Hub
     seat: AgentSeat
     loop: LoopService
+    loop_steps: set[asyncio.Task[Any]] = field(default_factory=set)  # steps running
     started: float = field(default_factory=time.monotonic)
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -165,5 +166,5 @@ def build_registry(state: RemoteState) -> Registry:
     agent_methods.register(registry, state.seat)
     session_watch.register(registry, state.hub, state.seat.sessions)
     repo_methods.register(registry, state.root)
-    loop_methods.register(registry, state.loop)
+    loop_methods.register(registry, state.loop, state.loop_steps)
     return registry

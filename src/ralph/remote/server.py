@@ -196,11 +196,12 @@ async def _publish(hub: Hub) -> None:
 
 async def _stop_when_asked(state: RemoteState, server: uvicorn.Server,
                            sessions: SessionService, loop_service: LoopService) -> None:
-    """The agents and the loop's run first (their clients see them stop), then the
+    """The agents and the loop's run or step first (their clients see them stop), then the
     clients, then the server."""
     await state.shutdown.wait()
     loop_service.refuse_new_work("ralph serve is shutting down")
-    await asyncio.gather(sessions.aclose(), loop_service.stop_and_wait())
+    await asyncio.gather(sessions.aclose(), loop_service.stop_and_wait(),
+                         *state.loop_steps, return_exceptions=True)
     await asyncio.sleep(0.3)  # their last events reach the clients
     state.hub.close_all(GOING_AWAY, "the server is shutting down")
     await asyncio.sleep(0.2)  # the close frames out before uvicorn ends the connections
