@@ -24,7 +24,12 @@ from tests.cli.helpers import RALPH, TIMEOUT
 
 TOKEN = "a-test-token"
 NOTIFICATIONS = ["event/heartbeat", "event/agent_started", "event/agent_output",
-                 "event/agent_stopped", "event/agent_status", "event/agent_message"]
+                 "event/agent_stopped", "event/agent_status", "event/agent_message",
+                 "event/file_changed", "event/git_status_changed",
+                 "event/loop_run_started", "event/loop_run_stopped", "event/loop_run_paused",
+                 "event/loop_run_resumed", "event/loop_iteration_started",
+                 "event/loop_iteration_finished", "event/loop_task_blocked",
+                 "event/loop_error"]
 
 
 class Served:
@@ -129,8 +134,10 @@ def test_http_needs_the_token_but_for_health(served: Served) -> None:
     assert served.get("/api/status", TOKEN, header=False)[0] == 200
     status, document = served.get("/api/rpc/discover")
     assert status == 200 and document["servers"][0]["url"] == served.ws
-    assert {"initialize", "initialized", "shutdown", "status/get"} <= {
+    assert {"initialize", "initialized", "shutdown", "status/get", "git/status", "git/diff",
+            "file/get", "session/watch", "session/unwatch", "agent/run"} <= {
         m["name"] for m in document["methods"]}
+    assert [n["name"] for n in document["x-notifications"]] == NOTIFICATIONS
     assert served.info["token"] == TOKEN and served.info["pid"] == served.proc.pid
     assert (served.root / ".ralph" / "serve.json").stat().st_mode & 0o777 == 0o600
 
@@ -176,6 +183,8 @@ def test_initialize_and_status_get_as_the_document_writes_them(served: Served) -
     assert capabilities["agent"]["run"] is True
     assert capabilities["agent"]["sessionWatch"] is True
     assert capabilities["git"]["commit"] is False  # claims only what works
+    assert capabilities["git"]["status"] is capabilities["file"]["get"] is True
+    assert capabilities["loop"]["step"] is True
     assert capabilities["file"]["maxFileSize"] == 10 * 1024 * 1024
     assert status["id"] == "s"
     assert set(status["result"]) == {

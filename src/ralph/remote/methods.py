@@ -18,6 +18,7 @@ from ralph.loop import LoopService
 from ralph.remote import agent_methods, loop_methods, repo_methods, session_watch
 from ralph.remote.agent_methods import AgentSeat, AgentState, program_problem
 from ralph.remote.clients import CURRENT, Hub
+from ralph.remote.event_models import EVENT_MODELS
 from ralph.rpc import Registry
 
 PROTOCOL_VERSION = "1.0"
@@ -35,6 +36,7 @@ class RemoteState:
     seat: AgentSeat
     loop: LoopService
     loop_steps: set[asyncio.Task[Any]] = field(default_factory=set)  # steps running
+    watcher_enabled: bool = False  # the project's files are watched (event/file_changed)
     started: float = field(default_factory=time.monotonic)
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -100,18 +102,20 @@ def supported_agents(config: Config) -> list[str]:
     return [name for name in names if program_problem(config, name) is None]
 
 
-def capabilities(state: RemoteState) -> dict[str, Any]:
-    """What this server does: only what works (the document's other keys, false)."""
+def capabilities(state: RemoteState, notifications: list[str]) -> dict[str, Any]:
+    """What this server does: only what works (the document's other keys, false; `loop`,
+    an extension)."""
     return {
         "agent": {"run": True, "stop": True, "respond": True, "sessions": True,
                   "sessionWatch": True},
-        "git": {"status": False, "diff": False, "stage": False, "unstage": False,
+        "git": {"status": True, "diff": True, "stage": False, "unstage": False,
                 "discard": False, "commit": False, "push": False, "pull": False,
                 "branches": False, "checkout": False},
-        "file": {"get": False, "list": False, "maxFileSize": MAX_FILE_BYTES},
+        "file": {"get": True, "list": False, "maxFileSize": MAX_FILE_BYTES},
         "repository": {"index": False, "search": False, "tree": False},
-        "notifications": ["event/heartbeat", "event/agent_started", "event/agent_output",
-                          "event/agent_stopped", "event/agent_status", "event/agent_message"],
+        "loop": {"status": True, "step": True, "run": True, "pause": True, "resume": True,
+                 "stop": True, "iterations": True, "tasks": True, "notes": True},
+        "notifications": notifications,
         "supportedAgents": supported_agents(state.config),
     }
 
@@ -127,7 +131,7 @@ def status(state: RemoteState) -> StatusResult:
         agent_type=seat.agent_type or state.config.loop.default_agent,
         connected_clients=len(state.hub), repo_path=str(state.root),
         repo_name=state.root.name, uptime_seconds=state.uptime_seconds,
-        version=__version__, watcher_enabled=False,
+        version=__version__, watcher_enabled=state.watcher_enabled,
         git_enabled=(state.root / ".git").exists())
 
 
@@ -144,7 +148,7 @@ def build_registry(state: RemoteState) -> Registry:
             replayed = await state.hub.catch_up(client, params.since_seq)
         return InitializeResult(protocolVersion=PROTOCOL_VERSION,
                                 serverInfo=ServerInfo(name=SERVER_NAME, version=__version__),
-                                capabilities=capabilities(state),
+                                capabilities=capabilities(state, notifications),
                                 last_seq=client.joined_at if client is not None
                                 else state.hub.cursor, replayed=replayed)
 
@@ -163,8 +167,11 @@ def build_registry(state: RemoteState) -> Registry:
     async def status_get() -> StatusResult:
         return status(state)
 
+    for name, (model, summary) in EVENT_MODELS.items():
+        registry.notification_schema(name, model, summary)
     agent_methods.register(registry, state.seat)
     session_watch.register(registry, state.hub, state.seat.sessions)
     repo_methods.register(registry, state.root)
     loop_methods.register(registry, state.loop, state.loop_steps)
+    notifications = [spec.name for spec in registry.notifications]
     return registry
