@@ -257,7 +257,9 @@ class Git:
         with tempfile.TemporaryDirectory(prefix="ralph-git-") as scratch:
             index = Path(scratch) / "index"
             if real_index.is_file():
-                await asyncio.to_thread(shutil.copyfile, real_index, index)
+                # copy2 keeps the mtime: git's racy-clean check still sees an entry written
+                # in the index's own second as possibly changed (copyfile would hide it)
+                await asyncio.to_thread(shutil.copy2, real_index, index)
             env = {"GIT_INDEX_FILE": str(index)}
             scope = [*_literal(paths), *_excludes(exclude)]
             _, untracked = await self._run(
@@ -385,6 +387,17 @@ class Git:
                                   "--exclude-standard", *(["--directory"] if directory else []),
                                   "--", *pathspecs], whole=True)
         return [os.fsdecode(p) for p in bytes(out.stdout).split(b"\0") if p]
+
+    async def check_ignored(self, paths: Sequence[str]) -> set[str]:
+        """Which of `paths` (repo-relative; existing or not, unlike `ignored_files`) git
+        ignores: `git check-ignore --stdin -z`, one call for all. A tracked file is not
+        ignored, whatever .gitignore says."""
+        if not paths:
+            return set()
+        stdin = b"".join(os.fsencode(path) + b"\0" for path in paths)
+        _, out = await self._run(["check-ignore", "--stdin", "-z"], ok=(0, 1), stdin=stdin,
+                                 whole=True)
+        return {os.fsdecode(path) for path in bytes(out.stdout).split(b"\0") if path}
 
     async def flagged_files(self, pathspecs: Sequence[str], *,
                             index: Path | None = None) -> list[str]:

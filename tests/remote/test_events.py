@@ -207,14 +207,23 @@ def test_session_watch_follows_a_clis_own_conversation(served: Served) -> None:
     asyncio.run(go())
 
 
+async def legacy_answer(ws: Any) -> dict[str, Any]:
+    """The next message that is not an event every client gets (a file's change: the
+    project's directory is watched)."""
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+        if message.get("event") not in ("file_changed", "git_status_changed", "heartbeat"):
+            return dict(message)
+
+
 def test_legacy_commands_get_legacy_answers_and_events(served: Served) -> None:
     async def go() -> None:
         ws = await connect(served)
         await ws.send(json.dumps({"command": "get_status", "request_id": "r1"}))
-        warning = json.loads(await ws.recv())
+        warning = await legacy_answer(ws)
         assert warning["event"] == "deprecation_warning"
         assert warning["payload"]["migration"]["run_claude"] == "agent/run"
-        status = json.loads(await ws.recv())
+        status = await legacy_answer(ws)
         assert status["event"] == "status_response" and status["request_id"] == "r1"
         assert status["payload"]["repo_path"] == str(served.root)
         assert status["payload"]["claude_state"] == status["payload"]["agent_state"]
@@ -222,18 +231,27 @@ def test_legacy_commands_get_legacy_answers_and_events(served: Served) -> None:
 
         await ws.send(json.dumps({"command": "get_file", "payload": {"path": "../x"},
                                   "request_id": 2}))
-        error = json.loads(await ws.recv())
+        error = await legacy_answer(ws)
         assert error["event"] == "error" and error["request_id"] == 2
-        assert error["payload"]["code"] in ("FILE_NOT_FOUND", "UNKNOWN_COMMAND")
+        assert error["payload"]["code"] == "FILE_NOT_FOUND"
+        assert error["payload"]["details"] == {"path": "../x"}
+
+        (served.root / "hello.txt").write_text("hi\n")
+        await ws.send(json.dumps({"command": "get_file", "payload": {"path": "hello.txt"},
+                                  "request_id": "f"}))
+        content = await legacy_answer(ws)
+        assert (content["event"], content["request_id"]) == ("file_content", "f")
+        assert content["payload"] == {"path": "hello.txt", "content": "hi\n", "size": 3,
+                                      "truncated": False, "encoding": "utf-8"}
 
         await ws.send(json.dumps({"command": "fly", "request_id": "r3"}))
-        unknown = json.loads(await ws.recv())
+        unknown = await legacy_answer(ws)
         assert unknown["payload"] == {"code": "UNKNOWN_COMMAND",
                                       "message": "Unknown command: fly",
                                       "request_id": "r3"}
 
         await ws.send(json.dumps({"command": "run_claude", "payload": {"prompt": ""}}))
-        invalid = json.loads(await ws.recv())
+        invalid = await legacy_answer(ws)
         assert invalid["event"] == "error" and invalid["payload"]["code"] == "INVALID_PAYLOAD"
         assert invalid["payload"]["rpc_code"] == -32602
 
@@ -249,18 +267,18 @@ def test_legacy_commands_get_legacy_answers_and_events(served: Served) -> None:
         assert names[0] == "agent_started" and "agent_output" in names
 
         await ws.send(json.dumps({"command": "stop_claude", "request_id": "r5"}))
-        not_running = json.loads(await ws.recv())
+        not_running = await legacy_answer(ws)
         assert not_running["payload"]["code"] == "CLAUDE_NOT_RUNNING"
 
         await ws.send(json.dumps({"command": "unwatch_session"}))
-        stopped = json.loads(await ws.recv())
+        stopped = await legacy_answer(ws)
         assert stopped["event"] == "session_watch_stopped"
         assert stopped["payload"]["reason"] == "client_request"
 
         # a JSON-RPC request from this client is still answered in JSON-RPC; the events
         # keep the shape its first message fixed
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "status/get"}))
-        answer = json.loads(await ws.recv())
+        answer = await legacy_answer(ws)
         assert answer["id"] == 9 and "result" in answer
         await ws.close()
 

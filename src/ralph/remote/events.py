@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from ralph.remote.agent_events import agent_events
 from ralph.remote.loop_events import loop_events
+from ralph.remote.repo_events import repo_events
 from ralph.rpc.envelope import notification
 from ralph.rpc.jsoncodec import dumps
 from ralph.store import Frame
@@ -30,7 +31,7 @@ def projector(prompt: Callable[[str | None], str]) -> Projector:
     the content store (agent_started carries it)."""
 
     def project(frame: Frame) -> list[Event]:
-        return agent_events(frame, prompt) or loop_events(frame)
+        return agent_events(frame, prompt) or loop_events(frame) or repo_events(frame)
 
     return project
 

@@ -35,6 +35,7 @@ from ralph.remote.clients import Hub
 from ralph.remote.events import projector
 from ralph.remote.limits import MAX_MESSAGE_BYTES
 from ralph.remote.methods import RemoteState, build_registry
+from ralph.remote.watcher import watch_repository
 from ralph.sessions import SessionService
 from ralph.store import Store
 
@@ -140,7 +141,7 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
     store = sessions.store
     hub = Hub(store, projector(sessions.text), cursor=store.last_seq)
     state = RemoteState(options.root, config, hub, AgentSeat(sessions, config),
-                        loop_service)
+                        loop_service, watcher_enabled=True)
     registry = build_registry(state)
     app = build_app(state, registry, token=options.token,
                     allowed_origins=options.allowed_origins, ws_url=ws_url,
@@ -160,7 +161,8 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
     serve_file = options.root / ".ralph" / SERVE_FILE
     helpers = [loop.create_task(_heartbeat(state, options.heartbeat_s)),
                loop.create_task(_stop_when_asked(state, server, sessions, loop_service)),
-               loop.create_task(_publish(hub))]
+               loop.create_task(_publish(hub)),
+               loop.create_task(watch_repository(options.root, store))]
     serving = loop.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started and not serving.done():
