@@ -70,7 +70,8 @@ def show(event: dict[str, Any]) -> None:
 async def ask(prompt: str) -> str:
     """A line from the keyboard (without blocking the events meanwhile)."""
     print(prompt, end="", flush=True)
-    return (await asyncio.to_thread(sys.stdin.readline)).strip()
+    line: str = await asyncio.to_thread(sys.stdin.readline)
+    return line.strip()
 
 
 async def follow(remote: Remote, session_id: str | None) -> None:
