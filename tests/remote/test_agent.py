@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +17,7 @@ import pytest
 import websockets
 
 from tests.cli.helpers import RALPH, TIMEOUT
-from tests.remote.test_serve import TOKEN, Served, start, wait_served
+from tests.remote.test_serve import TOKEN, Served, serving
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "sessions" / "fake_claude.py"
 
@@ -35,17 +33,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
         '[agents.missing]\nargv = ["/nonexistent/agent"]\n\n'
         f'[agents.hooked]\nadapter = "claude"\n'
         f"argv = {json.dumps([sys.executable, str(FAKE_CLAUDE), '-p'])}\n")
-    proc = start(root, "--token", TOKEN)
-    try:
-        yield wait_served(proc, root)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(TIMEOUT)
-            except Exception:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    with serving(root) as served:
+        yield served
 
 
 class Phone:

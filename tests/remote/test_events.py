@@ -9,7 +9,6 @@ import asyncio
 import base64
 import json
 import os
-import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import websockets
 from ralph.store import Store
 from tests.cli.helpers import TIMEOUT
 from tests.remote.test_agent import Phone
-from tests.remote.test_serve import TOKEN, Served, start, wait_served
+from tests.remote.test_serve import TOKEN, Served, serving
 
 
 @pytest.fixture
@@ -35,20 +34,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
     folder = claude_home / "projects" / "".join(
         c if c.isalnum() else "-" for c in str(root))
     folder.mkdir(parents=True)
-    proc = start(root, "--token", TOKEN, env={**os.environ,
-                                               "CLAUDE_CONFIG_DIR": str(claude_home)})
-    try:
-        served = wait_served(proc, root)
+    with serving(root, env={**os.environ, "CLAUDE_CONFIG_DIR": str(claude_home)}) as served:
         served.claude_folder = folder  # type: ignore[attr-defined]
         yield served
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(TIMEOUT)
-            except Exception:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 async def connect(served: Served) -> Any:

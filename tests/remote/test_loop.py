@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from ralph.store import Frame, Store
 from tests.cli.helpers import TIMEOUT
 from tests.loop.conftest import Project, project
 from tests.remote.test_agent import Phone, on_phone
-from tests.remote.test_serve import TOKEN, Served, start, wait_served
+from tests.remote.test_serve import TOKEN, Served, serving, start, wait_served
 from tests.rpc.test_openrpc import _validator
 
 TICK = {"tick": True, "print": ["done"]}
@@ -47,17 +46,8 @@ __all__ = ["project"]  # the loop tests' project (git, a 3-task PRD, the fake ag
 def served(project: Project) -> Iterator[Served]:
     # (.ralph/serve.json, the server's, is not a change the loop sees in the tree, even
     # when the project's .gitignore does not name it)
-    proc = start(project.root, "--token", TOKEN)
-    try:
-        yield wait_served(proc, project.root)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(TIMEOUT)
-            except Exception:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    with serving(project.root) as served:
+        yield served
 
 
 def loop_seen(phone: Phone) -> list[dict[str, Any]]:

@@ -8,9 +8,7 @@ import asyncio
 import base64
 import json
 import os
-import signal
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import websockets
 from tests.cli.helpers import TIMEOUT
 from tests.git.helpers import git, write
 from tests.remote.test_agent import Phone
-from tests.remote.test_serve import TOKEN, Served, start, wait_served
+from tests.remote.test_serve import TOKEN, Served, serving
 from tests.repo.helpers import isolate_git, make_repo
 
 MIB = 1024 * 1024
@@ -29,22 +27,6 @@ MIB = 1024 * 1024
 @pytest.fixture(autouse=True)
 def _isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_git(tmp_path, monkeypatch)  # the server inherits this environment
-
-
-@contextmanager
-def serving(root: Path) -> Iterator[Served]:
-    (root / ".ralph").mkdir(parents=True, exist_ok=True)
-    proc = start(root, "--token", TOKEN)
-    try:
-        yield wait_served(proc, root)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(TIMEOUT)
-            except Exception:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,24 @@ def wait_served(proc: subprocess.Popen[str], root: Path) -> Served:
         assert time.monotonic() < deadline, "ralph serve did not start"
         time.sleep(0.05)
     return Served(proc, root)
+
+
+@contextmanager
+def serving(root: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """`ralph serve --token TOKEN ARGS` in `root` while the block runs; then SIGTERM (and
+    SIGKILL if it does not end)."""
+    (root / ".ralph").mkdir(parents=True, exist_ok=True)
+    proc = start(root, "--token", TOKEN, *args, env=env)
+    try:
+        yield wait_served(proc, root)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 @pytest.fixture
