@@ -11,7 +11,7 @@ from starlette.websockets import WebSocketState
 
 from ralph.remote.clients import HOLD_S, TOO_SLOW, Client, Hub, rate_limited
 from ralph.remote.coalesce import MERGE_S, OUTPUT, OutputMerger
-from ralph.remote.events import projector
+from ralph.remote.events import Outgoing, projector
 from ralph.remote.limits import SEND_QUEUE, RateLimit
 from ralph.rpc import Dispatcher, Registry
 from ralph.store import Store
@@ -134,3 +134,24 @@ def test_a_client_joining_while_output_is_held_gets_it_live_and_no_replay_twice(
     contents = [json.loads(m)["params"]["content"] for m in sent]
     assert replayed == 0 and contents == ["line 0\nline 1", "line 2"]
     assert cursor == [str(frames[2].seq)]
+
+
+def test_events_held_back_go_out_in_order_even_while_more_come() -> None:
+    async def go() -> list[int]:
+        socket = StuckSocket(False)
+        client = Client(socket, Dispatcher(Registry(title="t", version="1")))  # type: ignore[arg-type]
+        task = asyncio.ensure_future(client.serve())
+        await asyncio.sleep(0)
+        for n in range(SEND_QUEUE + 100):  # held (no first message yet): more than fits
+            client.deliver(Outgoing("event/x", {"n": n}))
+        client.release()  # (as the first message's answer would): flushed at its pace
+        for n in range(SEND_QUEUE + 100, SEND_QUEUE + 300):  # ... while these come
+            client.deliver(Outgoing("event/x", {"n": n}))
+            await asyncio.sleep(0)
+        while len(socket.sent) < SEND_QUEUE + 300:
+            await asyncio.sleep(0.01)
+        client.close(1000, "bye")
+        await asyncio.wait_for(task, 5)
+        return [json.loads(m)["params"]["n"] for m in socket.sent]
+
+    assert asyncio.run(go()) == list(range(SEND_QUEUE + 300))

@@ -338,3 +338,86 @@ def test_a_client_that_stops_reading_is_cut_off_and_the_others_keep_up(
     last, code = asyncio.run(go())
     assert last == pieces - 1
     assert code in (4008, 1006)  # told it is too slow, or cut once it read nothing for 5 s
+
+
+def flood(root: Path, count: int, size: int = 500, stream: str = "sessions/ses_old") -> None:
+    """`count` pieces of agent output (of incompressible text) in the project's store."""
+    noise = base64.b64encode(os.urandom(size * 4)).decode()
+    with Store(root / ".ralph" / "store", durability="never") as store:
+        for n in range(count):
+            store.append("agent.output", {"kind": "text",
+                                          "content": f"{n} " + noise[n % size:n % size + size]},
+                         stream=stream)
+
+
+def test_answers_during_a_long_catch_up_come_and_nothing_twice(served: Served) -> None:
+    """A replay that fills the client's queue does not crowd out the answers to its other
+    requests (they wait for room), and two catch-ups at once send each event once."""
+    flood(served.root, 4000, size=1500)
+
+    async def go() -> None:
+        ws = await connect(served)
+        for n, (method, params) in enumerate([("initialize", {"since_seq": 0}),
+                                              ("initialize", {"since_seq": 0}),
+                                              ("status/get", None)], 1):
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": n, "method": method}
+            if params is not None:
+                message["params"] = params
+            await ws.send(json.dumps(message))
+        answers: dict[int, dict[str, Any]] = {}
+        numbers: list[int] = []
+        while len(answers) < 3 or numbers[-1:] != [3999]:
+            message = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+            if "id" in message:
+                answers[message["id"]] = message
+            elif message.get("method") == "event/agent_output":
+                # (the frames the server had not published yet when the client came come
+                # live, merged: a piece a line)
+                numbers += [int(line.split(" ", 1)[0])
+                            for line in message["params"]["content"].split("\n")]
+        assert numbers == list(range(4000))  # each once, in order
+        replayed = sorted([answers[1]["result"]["replayed"], answers[2]["result"]["replayed"]])
+        assert replayed[0] == 0 and replayed[1] > 0
+        assert answers[3]["result"]["repo_name"] == "proj"
+        await ws.close()
+
+    asyncio.run(go())
+
+
+def test_batches_are_bounded_and_counted_however_they_are_written(served: Served) -> None:
+    async def go() -> None:
+        ws = await connect(served)
+        too_many = [{"jsonrpc": "2.0", "id": n, "method": "status/get"} for n in range(51)]
+        await ws.send(json.dumps(too_many))
+        refused = json.loads(await ws.recv())
+        assert refused["error"]["code"] == -32600 and refused["id"] is None
+        assert "at most 50" in refused["error"]["data"]["reason"]
+        # a key written with an escape is the same key: 12 batches of 50 are the minute's 600
+        batch = "[" + ",".join('{"\\u006asonrpc":"2.0","id":' + str(n)
+                               + ',"method":"initialized"}' for n in range(50)) + "]"
+        for _ in range(12):
+            await ws.send(batch)
+            answer = json.loads(await ws.recv())
+            assert isinstance(answer, list) and len(answer) == 50
+        await ws.send(batch)
+        limited = json.loads(await ws.recv())
+        assert limited["error"]["code"] == -32000 and "retry_after" in limited["error"]["data"]
+        await ws.close()
+
+    asyncio.run(go())
+
+
+def test_a_legacy_command_is_told_by_its_shape_not_its_text(served: Served) -> None:
+    (served.root / "jsonrpc").write_text("a file named so\n")
+
+    async def go() -> None:
+        ws = await connect(served)
+        await ws.send(json.dumps({"command": "get_file", "payload": {"path": "jsonrpc"},
+                                  "request_id": 1}))
+        assert (await legacy_answer(ws))["event"] == "deprecation_warning"
+        content = await legacy_answer(ws)
+        assert content["event"] == "file_content"
+        assert content["payload"]["content"] == "a file named so\n"
+        await ws.close()
+
+    asyncio.run(go())

@@ -172,6 +172,8 @@ def test_file_and_git_status_events_reach_a_client_and_are_caught_up(
             start_seq = (await phone.call("initialize"))["result"]["last_seq"]
             status = (await phone.call("status/get"))["result"]
             assert status["watcher_enabled"] is True and status["git_enabled"] is True
+            capabilities = (await phone.call("initialize"))["result"]["capabilities"]
+            assert capabilities["git"]["status"] is capabilities["git"]["diff"] is True
             write(served.root, "new.txt", "hello\n")
             changed = await phone.until("event/file_changed", path="new.txt")
             assert changed["change"] == "created" and changed["seq"] > start_seq
@@ -185,3 +187,46 @@ def test_file_and_git_status_events_reach_a_client_and_are_caught_up(
             assert methods[:2] == ["event/file_changed", "event/git_status_changed"]
 
     asyncio.run(go())
+
+
+def test_big_reads_one_at_a_time_per_connection(served: Served) -> None:
+    """A batch of file/get (or requests that do not wait for their answers) cannot hold
+    many large answers in memory at once: one at a time, the others told to retry."""
+    (served.root / "big.bin").write_bytes(os.urandom(3 * MIB))
+
+    async def go() -> list[Any]:
+        async with websockets.connect(served.ws + f"?token={TOKEN}", max_size=None) as ws:
+            await ws.send(json.dumps([{"jsonrpc": "2.0", "id": n, "method": "file/get",
+                                       "params": {"path": "big.bin"}} for n in range(3)]))
+            while True:
+                answer = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+                if isinstance(answer, list):
+                    break
+            # once its answer is out, the next one is served
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "git/diff"}))
+            while True:
+                after = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+                if after.get("id") == 9:
+                    return [answer, after]
+
+    batch, after = asyncio.run(go())
+    assert sum("result" in a for a in batch) == 1
+    busy = [a["error"] for a in batch if "error" in a]
+    assert len(busy) == 2
+    assert all(e["code"] == -32000 and e["data"] == {"retry": True} for e in busy)
+    assert "result" in after
+
+
+def test_a_project_inside_a_larger_repository_shows_none_of_it(tmp_path: Path) -> None:
+    top = make_repo(tmp_path / "top")
+    write(top, "outside.txt", "not the project's\n")
+    project = top / "proj"
+    write(project, "in.txt", "the project's\n")
+    with serving(project) as served:
+        status, diff = calls(served, ("git/status", None), ("git/diff", None))
+        state = call(served, "status/get")["result"]
+        capabilities = call(served, "initialize")["result"]["capabilities"]
+    for answer in (status, diff):
+        assert answer["error"]["code"] == -32011
+        assert "not the top of its git repository" in answer["error"]["data"]["reason"]
+    assert state["git_enabled"] is False and capabilities["git"]["status"] is False

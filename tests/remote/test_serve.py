@@ -202,7 +202,8 @@ def test_initialize_and_status_get_as_the_document_writes_them(served: Served) -
     assert capabilities["agent"]["run"] is True
     assert capabilities["agent"]["sessionWatch"] is True
     assert capabilities["git"]["commit"] is False  # claims only what works
-    assert capabilities["git"]["status"] is capabilities["file"]["get"] is True
+    assert capabilities["file"]["get"] is True
+    assert capabilities["git"]["status"] is False  # the project is no git repository
     assert capabilities["loop"]["step"] is True
     assert capabilities["file"]["maxFileSize"] == 10 * 1024 * 1024
     assert status["id"] == "s"

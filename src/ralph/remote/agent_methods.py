@@ -27,7 +27,8 @@ ERRORS = {
             (AGENT_ERROR, "Agent error"), (AGENT_NOT_CONFIGURED, "Agent not configured"),
             (SESSION_NOT_FOUND, "Session not found")],
     "stop": [(AGENT_NOT_RUNNING, "Agent not running")],
-    "respond": [(AGENT_NOT_RUNNING, "Agent not running"), (AGENT_ERROR, "Agent error")],
+    "respond": [(AGENT_NOT_RUNNING, "Agent not running"), (AGENT_ERROR, "Agent error"),
+                (SESSION_NOT_FOUND, "Session not found")],
 }
 AgentState = Literal["idle", "running", "waiting", "stopped", "error"]
 # What `agent/respond`'s `response` allows with (anything else denies, and is the reason)

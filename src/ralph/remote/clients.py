@@ -28,8 +28,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from ralph.remote import legacy
 from ralph.remote.coalesce import MERGE_S, OutputMerger
 from ralph.remote.events import Outgoing, Projector, Shape
-from ralph.remote.limits import SEND_QUEUE, SEND_QUEUE_CHARS, RateLimit
-from ralph.rpc import APPLICATION_ERROR, Dispatcher
+from ralph.remote.limits import (
+    ANSWER_QUEUE_CHARS,
+    MAX_BATCH,
+    SEND_QUEUE,
+    SEND_QUEUE_CHARS,
+    RateLimit,
+)
+from ralph.rpc import APPLICATION_ERROR, INVALID_REQUEST, Dispatcher, RpcError
 from ralph.rpc.envelope import NULL_ID, encode_id, error_response
 from ralph.rpc.jsoncodec import DecodeError, loads
 from ralph.store import Frame, Store
@@ -43,8 +49,11 @@ HOLD_LIMIT = 4 * SEND_QUEUE  # live events held back for one client (then: too s
 _STOP = ""
 
 # The client whose request is being answered (methods that act on their connection:
-# initialize's catch-up, session/watch)
+# initialize's catch-up, session/watch, the one big read at a time)
 CURRENT: ContextVar[Client | None] = ContextVar("ralph_remote_client", default=None)
+# Whether the request being answered holds its connection's big-read slot (a list shared
+# by a batch's requests: a request appends to it)
+HEAVY: ContextVar[list[bool]] = ContextVar("ralph_remote_heavy", default=[])  # noqa: B039
 
 
 def rate_limited(raw: bytes | str, retry_after: float) -> bytes | None:
@@ -72,25 +81,42 @@ def rate_limited(raw: bytes | str, retry_after: float) -> bytes | None:
 
 
 def weight(raw: bytes | str) -> int:
-    """How many messages a message counts for: a batch, one per element (cheaply: the
-    commas at its top level are not counted, only its objects' openings)."""
+    """How many messages a message counts for: a batch, one per element."""
     head = raw.lstrip()[:1]
     if head not in ("[", b"["):
         return 1
-    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-    return max(1, text.count('"jsonrpc"'))
+    try:
+        batch = loads(raw)
+    except DecodeError:
+        return 1
+    return max(1, len(batch)) if type(batch) is list else 1
 
 
 def legacy_command(raw: bytes | str) -> legacy.LegacyCommand | None:
-    """The legacy command `raw` is, if it is one (cheaply ruled out for JSON-RPC)."""
+    """The legacy command `raw` is, if it is one (ruled out cheaply for most JSON-RPC)."""
     text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-    if '"command"' not in text or '"jsonrpc"' in text:
+    if '"command"' not in text:
         return None
     try:
         message = loads(raw)
     except DecodeError:
         return None
     return legacy.LegacyCommand(message) if legacy.is_legacy(message) else None
+
+
+def take_big_read() -> None:
+    """For a method that reads much (file/get, git/diff): one at a time per connection,
+    until its answer is queued (a batch of them, or requests that do not wait for their
+    answers, would otherwise hold as many large answers in memory at once)."""
+    client = CURRENT.get()
+    if client is None:
+        return
+    if client.heavy:
+        raise RpcError(APPLICATION_ERROR, "busy: one file/get or git/diff at a time per "
+                                          "connection (wait for the last one's answer)",
+                       {"retry": True})
+    client.heavy = True
+    HEAVY.get().append(True)
 
 
 class Client:
@@ -102,8 +128,14 @@ class Client:
         self.dispatcher = dispatcher
         self.rate = RateLimit()
         # text, as sent: an event to every client is encoded once per shape, not per client
-        self._outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=SEND_QUEUE)
-        self._queued_chars = 0  # of the messages in _outbox (bounded too: SEND_QUEUE_CHARS)
+        # (text, is an answer): events are bounded by SEND_QUEUE_CHARS (a client that lets
+        # them pile up is dropped), answers by ANSWER_QUEUE_CHARS (the next one waits)
+        self._outbox: asyncio.Queue[tuple[str, bool]] = asyncio.Queue(maxsize=SEND_QUEUE)
+        self._queued_chars = 0  # of the events in _outbox
+        self._answer_chars = 0  # of the answers in _outbox
+        self._sent = asyncio.Event()  # something left the queue
+        self.replaying = asyncio.Lock()  # one replay at a time (catch-up, session/watch)
+        self.heavy = False  # a file/get or git/diff of this connection is under way
         self._slots = asyncio.Semaphore(IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
         self._sender: asyncio.Task[None] | None = None
@@ -134,7 +166,7 @@ class Client:
         try:
             if self._queued_chars + len(text) > SEND_QUEUE_CHARS and self._queued_chars:
                 raise asyncio.QueueFull
-            self._put_nowait(text)
+            self._put_nowait(text, False)
         except asyncio.QueueFull:
             log.warning("remote: a client stopped reading (%d messages, %d characters "
                         "waiting): dropped", self._outbox.qsize(), self._queued_chars)
@@ -146,7 +178,7 @@ class Client:
         """A live event: sent, or held back while the client is being caught up."""
         if self.dropped:
             return
-        if self._holds or self._held:
+        if self._holds or self._held or self._flushing is not None:
             if len(self._held) >= HOLD_LIMIT:
                 self.close(TOO_SLOW, "too slow: messages were not read", drop=True)
                 return
@@ -173,7 +205,7 @@ class Client:
             shape = self.event_shape
             while self._held:
                 item = self._held.popleft()
-                self._put_nowait(item if isinstance(item, str) else item.text(shape))
+                self._put_nowait(item if isinstance(item, str) else item.text(shape), False)
             return
         self._flushing = asyncio.get_running_loop().create_task(self._flush_slowly())
 
@@ -181,10 +213,13 @@ class Client:
         try:
             shape = self.event_shape
             while self._held:
-                item = self._held.popleft()
+                item = self._held[0]  # (taken once queued: what comes meanwhile waits behind)
                 await self._put(item if isinstance(item, str) else item.text(shape))
+                if self._held and self._held[0] is item:
+                    self._held.popleft()
         finally:
             self._flushing = None
+        self._flush_held()  # (what came while the last one was being queued)
 
     async def replay(self, events: Iterable[Outgoing]) -> int:
         """Send `events` in order, waiting for room in the queue (a replay may be long; it
@@ -212,7 +247,8 @@ class Client:
                 self._flushing.cancel()
             while not self._outbox.empty():
                 self._outbox.get_nowait()
-            self._queued_chars = 0
+            self._queued_chars = self._answer_chars = 0
+            self._sent.set()
             if self._sender is not None:
                 self._sender.cancel()
             self._ended.set()
@@ -222,16 +258,43 @@ class Client:
             self._flush_held()
         else:
             if self._outbox.full():
-                self._queued_chars -= len(self._outbox.get_nowait())
-            self._put_nowait(_STOP)
+                self._forget(*self._outbox.get_nowait())
+            self._put_nowait(_STOP, False)
 
-    def _put_nowait(self, text: str) -> None:
-        self._outbox.put_nowait(text)
-        self._queued_chars += len(text)
+    def _put_nowait(self, text: str, answer: bool) -> None:
+        self._outbox.put_nowait((text, answer))
+        if answer:
+            self._answer_chars += len(text)
+        else:
+            self._queued_chars += len(text)
 
-    async def _put(self, text: str) -> None:
-        await self._outbox.put(text)
-        self._queued_chars += len(text)
+    async def _put(self, text: str, answer: bool = False) -> None:
+        await self._outbox.put((text, answer))
+        if answer:
+            self._answer_chars += len(text)
+        else:
+            self._queued_chars += len(text)
+
+    def _forget(self, text: str, answer: bool) -> None:
+        """`text` left the queue."""
+        if answer:
+            self._answer_chars -= len(text)
+        else:
+            self._queued_chars -= len(text)
+        self._sent.set()
+
+    async def answer(self, data: bytes | str) -> None:
+        """Queue an answer: never dropped (answers are bounded by the requests in flight),
+        but it waits while ANSWER_QUEUE_CHARS of answers wait to be sent already."""
+        if self.dropped:
+            return
+        text = data if isinstance(data, str) else data.decode()
+        while self._answer_chars and self._answer_chars + len(text) > ANSWER_QUEUE_CHARS:
+            self._sent.clear()
+            await self._sent.wait()
+            if self.dropped:
+                return
+        await self._put(text, True)
 
     async def serve(self) -> None:
         """Read and answer messages until the client goes, or the server ends it."""
@@ -280,7 +343,13 @@ class Client:
         command = legacy_command(raw)
         if self.shape is None:
             self.shape = "legacy" if command is not None else "jsonrpc"
-        wait = self.rate.allow(count=weight(raw))
+        count = weight(raw)
+        if count > MAX_BATCH:
+            self.offer(error_response(NULL_ID, INVALID_REQUEST, "Invalid Request", {
+                "reason": f"a batch of {count} requests: at most {MAX_BATCH} in one"}))
+            self._first_done()
+            return
+        wait = self.rate.allow(count=count)
         if wait is not None:
             answer = rate_limited(raw, wait)
             if answer is not None:
@@ -294,33 +363,36 @@ class Client:
 
     async def _answer(self, raw: bytes | str, command: legacy.LegacyCommand | None) -> None:
         CURRENT.set(self)  # (this task's own context)
+        HEAVY.set([])
         try:
             if command is not None:
                 await self._answer_legacy(command)
             else:
                 answer = await self.dispatcher.handle(raw)
                 if answer is not None:
-                    self.offer(answer)
+                    await self.answer(answer)
         finally:
+            if HEAVY.get():  # this request's file/get or git/diff is answered (queued)
+                self.heavy = False
             self._slots.release()
             self._first_done()
 
     async def _answer_legacy(self, command: legacy.LegacyCommand) -> None:
         if not self._warned_legacy:
             self._warned_legacy = True
-            self.offer(legacy.deprecation_warning(command.command))
+            await self.answer(legacy.deprecation_warning(command.command))
         request = command.request()
         if request is None:
-            self.offer(command.unknown())
+            await self.answer(command.unknown())
             return
         answer = command.reply(await self.dispatcher.handle(request))
         if answer is not None:
-            self.offer(answer)
+            await self.answer(answer)
 
     async def _send_all(self) -> None:
         while True:
-            data = await self._outbox.get()
-            self._queued_chars -= len(data)
+            data, answer = await self._outbox.get()
+            self._forget(data, answer)
             if data == _STOP:
                 self._ended.set()
                 return
@@ -399,8 +471,9 @@ class Hub:
             return []
         try:
             return self.project(frame)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            # anyone may append to the store: an odd frame is skipped, not the rest
+        except Exception as exc:
+            # anyone may append to the store (and a prompt's content may be gone): an odd
+            # frame is skipped, never the events after it
             log.warning("remote: frame %s (%s) cannot be an event: %s", frame.seq,
                         frame.topic, exc)
             return []
@@ -412,16 +485,19 @@ class Hub:
     async def catch_up(self, client: Client, since_seq: int) -> int:
         """Replay to `client` the events of the frames after `since_seq` it missed (those
         up to its joining: it gets the later ones live); how many were sent."""
-        if self.store is None or self.project is None or since_seq >= client.history_from:
+        if self.store is None or self.project is None:
             return 0
-        until = client.history_from
-        client.hold()
-        try:
-            sent = await client.replay(self.events_between(since_seq, until))
-            client.history_from = since_seq
-            return sent
-        finally:
-            client.release()
+        async with client.replaying:  # (two at once would send the same events twice)
+            until = client.history_from
+            if since_seq >= until:
+                return 0
+            client.hold()
+            try:
+                sent = await client.replay(self.events_between(since_seq, until))
+                client.history_from = since_seq
+                return sent
+            finally:
+                client.release()
 
     def events_between(self, after_seq: int, until_seq: int, *, stream: str | None = None,
                        mark: dict[str, Any] | None = None) -> Iterable[Outgoing]:

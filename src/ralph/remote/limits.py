@@ -9,7 +9,9 @@ from collections import deque
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # one WebSocket message, either way
 MESSAGES_PER_MINUTE = 600
 SEND_QUEUE = 1024  # messages waiting for a client; a client that lets it fill is dropped
-SEND_QUEUE_CHARS = 8 * 1024 * 1024  # ... or lets this much text wait (one message may be more)
+SEND_QUEUE_CHARS = 8 * 1024 * 1024  # ... or lets this much text of events wait
+ANSWER_QUEUE_CHARS = 32 * 1024 * 1024  # answers waiting to be sent: the next one waits
+MAX_BATCH = 50  # requests in one batch
 
 
 class RateLimit:

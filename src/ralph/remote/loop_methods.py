@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt, field_validator
@@ -173,6 +174,16 @@ def iteration_record(frame: Frame) -> IterationRecord | None:
         return None
 
 
+def _step_ended(steps: set[asyncio.Task[StepResult]]
+                ) -> Callable[[asyncio.Task[StepResult]], None]:
+    def ended(step: asyncio.Task[StepResult]) -> None:
+        steps.discard(step)
+        if not step.cancelled():
+            step.exception()  # (retrieved: its client may be gone, and it said so already)
+
+    return ended
+
+
 def register(registry: Registry, service: LoopService,
              steps: set[asyncio.Task[StepResult]]) -> None:
     """Add the loop, task and notes methods on `service`. A step runs in a task of
@@ -200,7 +211,7 @@ def register(registry: Registry, service: LoopService,
         not_limited()
         step = asyncio.get_running_loop().create_task(step_result(service, params.agent))
         steps.add(step)
-        step.add_done_callback(steps.discard)
+        step.add_done_callback(_step_ended(steps))
         return await asyncio.shield(step)
 
     @registry.method("loop/run", params=LoopRunParams, result=RunResult,

@@ -102,13 +102,19 @@ def supported_agents(config: Config) -> list[str]:
     return [name for name in names if program_problem(config, name) is None]
 
 
+def git_enabled(root: Path) -> bool:
+    """The project is the top of a git repository (git/status and git/diff work)."""
+    return (root / ".git").exists()
+
+
 def capabilities(state: RemoteState, notifications: list[str]) -> dict[str, Any]:
     """What this server does: only what works (the document's other keys, false; `loop`,
     an extension)."""
     return {
         "agent": {"run": True, "stop": True, "respond": True, "sessions": True,
                   "sessionWatch": True},
-        "git": {"status": True, "diff": True, "stage": False, "unstage": False,
+        "git": {"status": git_enabled(state.root), "diff": git_enabled(state.root),
+                "stage": False, "unstage": False,
                 "discard": False, "commit": False, "push": False, "pull": False,
                 "branches": False, "checkout": False},
         "file": {"get": True, "list": False, "maxFileSize": MAX_FILE_BYTES},
@@ -132,7 +138,7 @@ def status(state: RemoteState) -> StatusResult:
         connected_clients=len(state.hub), repo_path=str(state.root),
         repo_name=state.root.name, uptime_seconds=state.uptime_seconds,
         version=__version__, watcher_enabled=state.watcher_enabled,
-        git_enabled=(state.root / ".git").exists())
+        git_enabled=git_enabled(state.root))
 
 
 def build_registry(state: RemoteState) -> Registry:

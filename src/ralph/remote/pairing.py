@@ -4,6 +4,7 @@ QR code drawn with text characters for a terminal."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import socket
@@ -16,9 +17,16 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
 
 def reachable_host(host: str) -> str:
     """The address a phone can use for a server listening on `host`: for a wildcard one,
-    this machine's first address that is not a loopback one (its name if none is found)."""
+    the address of the interface this machine would reach the network through (a UDP
+    socket's `connect` picks it and sends nothing), else its first address that is not a
+    loopback one, else its name."""
     if host not in WILDCARD_HOSTS:
         return host
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.connect(("192.0.2.1", 9))  # TEST-NET-1: only the route is looked up
+        address = str(udp.getsockname()[0])
+        if not address.startswith("127.") and address != "0.0.0.0":
+            return address
     name = socket.gethostname()
     try:
         infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)

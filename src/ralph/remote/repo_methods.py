@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ralph.git import Git
+from ralph.remote.clients import take_big_read
 from ralph.repo import (
     FileNotFound,
     RepoError,
@@ -91,6 +92,7 @@ def register(registry: Registry, root: Path) -> None:
                      summary="The diff of the work tree against HEAD: one path, or every "
                              "change.")
     async def diff(params: GitDiffParams) -> GitDiffResult:
+        take_big_read()
         try:
             found = await working_diff(root, params.path, git=git)
         except RepoError as exc:
@@ -102,6 +104,7 @@ def register(registry: Registry, root: Path) -> None:
                      errors=ERRORS["get"],
                      summary="A file's content (the first 10 MiB): text, or base64.")
     async def file_get(params: FileGetParams) -> FileGetResult:
+        take_big_read()
         try:
             found = await get_file(root, params.path)
         except RepoError as exc:

@@ -13,6 +13,7 @@ the end of the connection. Those come from the CLI's file, not the store: they c
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +26,7 @@ from ralph.sessions import SessionService, UnknownSession, session_stream
 from ralph.sessions.native import NativeConversation, NativeMessage, TranscriptTail
 
 TAIL_POLL_S = 0.5  # how often a watched CLI conversation's file is looked at
+HISTORY_MESSAGES = 1000  # of a CLI conversation, the last ones sent when it is watched
 AGENT_MESSAGE = "event/agent_message"
 
 
@@ -71,13 +73,13 @@ def message_event(session_id: str, message: NativeMessage, *, replay: bool) -> O
 
 
 def read_all(tail: TranscriptTail) -> list[NativeMessage]:
-    """Everything the file holds now."""
-    found: list[NativeMessage] = []
+    """The last HISTORY_MESSAGES messages the file holds now."""
+    found: deque[NativeMessage] = deque(maxlen=HISTORY_MESSAGES)
     while True:
         offset = tail.offset
-        found += tail.read()
+        found.extend(tail.read())
         if tail.offset == offset:
-            return found
+            return list(found)
 
 
 async def follow(client: Client, session_id: str, tail: TranscriptTail) -> None:
@@ -108,23 +110,24 @@ def register(registry: Registry, hub: Hub, sessions: SessionService) -> None:
             if conversation is None:
                 raise RpcError(SESSION_NOT_FOUND, "Session not found",
                                {"session_id": session_id}) from None
-        unwatch(client)
-        client.watching = session_id
-        client.hold()  # the live events come after the history
-        try:
-            if conversation is None:
-                replayed = await client.replay(hub.events_between(
-                    0, client.history_from, stream=session_stream(session_id),
-                    mark={"replay": True}))
-            else:
-                tail = TranscriptTail(conversation)
-                history = await asyncio.to_thread(read_all, tail)
-                replayed = await client.replay(
-                    message_event(session_id, m, replay=True) for m in history)
-                client.watch_task = asyncio.get_running_loop().create_task(
-                    follow(client, session_id, tail))
-        finally:
-            client.release()
+        async with client.replaying:  # one watch (or catch-up) at a time
+            unwatch(client)
+            client.watching = session_id
+            client.hold()  # the live events come after the history
+            try:
+                if conversation is None:
+                    replayed = await client.replay(hub.events_between(
+                        0, client.history_from, stream=session_stream(session_id),
+                        mark={"replay": True}))
+                else:
+                    tail = TranscriptTail(conversation)
+                    history = await asyncio.to_thread(read_all, tail)
+                    replayed = await client.replay(
+                        message_event(session_id, m, replay=True) for m in history)
+                    client.watch_task = asyncio.get_running_loop().create_task(
+                        follow(client, session_id, tail))
+            finally:
+                client.release()
         return SessionWatchResult(status="watching", session_id=session_id, watching=True,
                                   replayed=replayed)
 

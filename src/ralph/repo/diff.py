@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ralph.git import Git, GitError
 from ralph.repo.paths import RALPH_DIR, confine
-from ralph.repo.status import git_failure
+from ralph.repo.status import git_failure, require_top
 
 __all__ = ["MAX_DIFF_BYTES", "FileDiff", "working_diff"]
 
@@ -40,6 +40,7 @@ async def working_diff(root: Path, path: str | None = None, *, git: Git | None =
         relative = confine(root, path)
         paths = (relative,) if relative else ()
     git = git or Git(root)
+    await require_top(git)
     try:
         text = await git.diff(max_bytes=max_bytes, exclude=[RALPH_DIR], paths=paths)
     except GitError as exc:

@@ -56,6 +56,7 @@ async def git_status(root: Path, *, git: Git | None = None) -> GitStatus:
     """The status of the work tree at `root`; RepoGitError when `root` is not in a git
     repository or git fails."""
     git = git or Git(root)
+    await require_top(git)
     try:
         tree = await git.snapshot(exclude=[RALPH_DIR], untracked="all")
     except GitError as exc:
@@ -92,6 +93,20 @@ def status_of(tree: WorkTree) -> GitStatus:
     else:
         branch = tree.head[:7] if tree.head else "HEAD"
     return GitStatus(branch, tuple(staged), tuple(unstaged), tuple(untracked))
+
+
+async def require_top(git: Git) -> None:
+    """RepoGitError unless the project's root is the top of its git repository (its `.git`
+    there): paths are the project's, and a project inside a larger repository must not
+    show the rest of it."""
+    if (git.root / ".git").exists():
+        return
+    try:
+        inside = await git.is_repo()
+    except GitError:
+        inside = False
+    raise RepoGitError(f"the project is not the top of its git repository: {git.root}"
+                       if inside else f"not a git repository: {git.root}")
 
 
 async def git_failure(git: Git, exc: GitError) -> RepoGitError:
