@@ -2,7 +2,7 @@
 never reads.
 
     python benchmarks/remote_bench.py [--runs 3] [--requests 2000] [--clients 100]
-                                      [--rate 1000] [--seconds 5]
+                                      [--rate 1000] [--seconds 5] [--slow-seconds 20]
 
 A real `ralph serve` process on a scratch project, real WebSocket clients (`websockets`)
 in this process:
@@ -10,15 +10,19 @@ in this process:
 - **status/get**: p50 and p99 of `--requests` calls one after another over one connection
   (target p50 <= 1 ms), after 50 to warm up; at most 550 in all (the rate limit allows a
   client 600 a minute).
-- **Fan-out**: `--clients` connected clients; a writer process appends `agent.output`
+- **Fan-out**: `--clients` connected clients (each sends `initialize` first, as a client
+  does: a new connection's live events wait for its first message); a writer process
+  appends `agent.output`
   frames to an agent session's stream at `--rate` a second in all for `--seconds`; the
   server projects each frame once and sends it to every client. Delivery latency = when a
   client receives an event minus when the writer appended it (the time is in the event's
   content): p50 and p99 over all clients (target p99 <= 50 ms); the server's CPU time per
   second meanwhile.
-- **A client that never reads**: the same, with one more client that stops reading; the
-  others' p99, the server's RSS at the end against its RSS before (bounded: the slow one
-  is dropped once 1,024 messages wait for it), and whether it was dropped.
+- **A client that never reads**: the same for `--slow-seconds`, with pieces of 900
+  characters of random text, and one more client that stops reading (with a small
+  receive buffer, as a phone on a poor network); the others' p99, the server's RSS at the
+  end against its RSS before (bounded: the slow one is dropped once 1,024 messages or
+  8 MiB of events wait for it, beyond what the kernel holds), and whether it was dropped.
 
 Medians over the runs, with min and max. Progress goes to stderr.
 """
@@ -31,6 +35,7 @@ import json
 import os
 import platform
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -62,6 +67,7 @@ WRITER = textwrap.dedent("""\
                                           "content": repr(time.time()) + " " + noise},
                          stream=stream)
             n += 1
+    print(n)
 """)
 
 
@@ -113,6 +119,34 @@ async def latency(url: str, requests: int) -> dict[str, float]:
             "status_p99_ms": times[int(len(times) * 0.99) - 1]}
 
 
+async def stuck_client(url: str) -> Any:
+    """A client that reads nothing after its first answer, with a small receive buffer (a
+    phone on a poor network; by default the kernel would take in up to 32 MB for it)."""
+    host, port = url.removeprefix("ws://").split("/")[0].rsplit(":", 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.connect((host, int(port)))
+    sock.setblocking(False)
+    stuck = await websockets.connect(url, max_queue=1, sock=sock)
+    await stuck.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize"}))
+    await stuck.recv()
+    stuck.transport.pause_reading()  # from now on
+    return stuck
+
+
+async def was_dropped(stuck: Any) -> bool:
+    """Whether the server closed the client that did not read (seen once it reads again:
+    what the kernel held for it, then the end)."""
+    stuck.transport.resume_reading()
+    try:
+        while True:
+            await asyncio.wait_for(stuck.recv(), 10)
+    except websockets.ConnectionClosed:
+        return True
+    except TimeoutError:
+        return False
+
+
 async def fan_out(root: Path, url: str, pid: int, clients: int, rate: float, seconds: float,
                   slow: bool) -> dict[str, float]:
     delays: list[float] = []
@@ -132,9 +166,12 @@ async def fan_out(root: Path, url: str, pid: int, clients: int, rate: float, sec
                     delays.append((now - float(line.split(" ", 1)[0])) * 1000)
 
     connections = [await websockets.connect(url) for _ in range(clients)]
-    stuck = await websockets.connect(url, max_queue=1) if slow else None
-    if stuck is not None:  # it reads nothing from now on: its TCP window fills up
-        stuck.transport.pause_reading()
+    for ws in connections:  # as a client does: initialize first (live events follow)
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize"}))
+    for ws in connections:
+        while json.loads(await ws.recv()).get("id") != 0:
+            pass
+    stuck = await stuck_client(url) if slow else None
     rss_before = rss_mb(pid)
     cpu_before = cpu_seconds(pid)
     until = time.time() + seconds + 2
@@ -142,18 +179,19 @@ async def fan_out(root: Path, url: str, pid: int, clients: int, rate: float, sec
     # the excerpt's full length): enough to fill its TCP buffers and then its queue.
     pad = 900 if slow else 0
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(root / ".ralph" / "store"),
-                               stream, str(rate), str(seconds), str(pad)])
+                               stream, str(rate), str(seconds), str(pad)],
+                              stdout=subprocess.PIPE, text=True)
     await asyncio.gather(*(listen(ws, until) for ws in connections))
-    writer.wait()
+    written = int(writer.communicate()[0])
     cpu = (cpu_seconds(pid) - cpu_before) / seconds
-    dropped = float(stuck is not None and stuck.close_code is not None)
     rss_after = rss_mb(pid)
+    dropped = float(stuck is not None and await was_dropped(stuck))
     for ws in connections:
         await ws.close()
     if stuck is not None:
         stuck.transport.abort()
     delays.sort()
-    expected = rate * seconds * clients
+    expected = written * clients
     return {"p50_ms": statistics.median(delays), "p99_ms": delays[int(len(delays) * 0.99) - 1],
             "delivered": len(delays) / expected, "cpu": cpu, "rss_growth_mb": rss_after
             - rss_before, "dropped": dropped}
@@ -169,7 +207,7 @@ def one_run(args: argparse.Namespace) -> dict[str, float]:
                                        args.seconds, slow=False))
             row.update({f"fan_{k}": v for k, v in fast.items()})
             slow = asyncio.run(fan_out(root, url, proc.pid, args.clients, args.rate,
-                                       args.seconds, slow=True))
+                                       args.slow_seconds, slow=True))
             row.update({f"slow_{k}": v for k, v in slow.items()})
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -185,6 +223,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--rate", type=float, default=1000)
     parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--slow-seconds", type=float, default=20,
+                        help="the run with a client that never reads: long enough to fill "
+                             "the kernel's buffers and its queue")
     args = parser.parse_args()
     load_before = os.getloadavg()
     rows = []

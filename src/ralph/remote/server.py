@@ -147,6 +147,7 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
                     allowed_origins=options.allowed_origins, ws_url=ws_url,
                     hosts=own_hosts(options.host, port))
     server = _Server(uvicorn.Config(app, ws_max_size=MAX_MESSAGE_BYTES, log_level="warning",
+                                    ws_per_message_deflate=False,
                                     lifespan="off", ws=_WebSocketProtocol, access_log=False,
                                     timeout_graceful_shutdown=GRACE_S))
     loop = asyncio.get_running_loop()
