@@ -29,7 +29,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
     (root / ".ralph").mkdir(parents=True)
     (root / "ralph.toml").write_text(
         '[loop]\ndefault_agent = "echo"\n\n'
-        '[agents.echo]\nargv = ["sh", "-c", "cat; echo; echo finished"]\n')
+        '[agents.echo]\nargv = ["sh", "-c", "cat; echo; echo finished"]\n\n'
+        '[agents.noisy]\nargv = ["sh", "-c", "cat >/dev/null; echo warning: low disk >&2; '
+        'echo the answer"]\n')
     claude_home = tmp_path / "claude-home"
     folder = claude_home / "projects" / "".join(
         c if c.isalnum() else "-" for c in str(root))
@@ -419,5 +421,25 @@ def test_a_legacy_command_is_told_by_its_shape_not_its_text(served: Served) -> N
         assert content["event"] == "file_content"
         assert content["payload"]["content"] == "a file named so\n"
         await ws.close()
+
+    asyncio.run(go())
+
+
+def test_stderr_comes_as_agent_log_and_the_final_answer_as_agent_message(
+        served: Served) -> None:
+    async def go() -> None:
+        phone = Phone(await connect(served))
+        started = await phone.call("agent/run", {"prompt": "go", "agent_type": "noisy"})
+        session_id = started["result"]["session_id"]
+        logged = await phone.until("event/agent_log", session_id=session_id)
+        assert logged["stream"] == "stderr" and logged["line"] == "warning: low disk"
+        final = await phone.until("event/agent_message", session_id=session_id)
+        assert final["role"] == "assistant" and "the answer" in final["content"]
+        stopped = await phone.until("event/agent_stopped", session_id=session_id)
+        assert final["seq"] == stopped["seq"]  # (one frame: the end, with its last words)
+        outputs = [e["params"]["content"] for e in phone.events
+                   if e.get("method") == "event/agent_output"]
+        assert not any("low disk" in text for text in outputs)  # a diagnostic, not output
+        await phone.ws.close()
 
     asyncio.run(go())

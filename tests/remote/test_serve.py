@@ -25,7 +25,8 @@ from tests.cli.helpers import RALPH, TIMEOUT
 
 TOKEN = "a-test-token"
 NOTIFICATIONS = ["event/heartbeat", "event/agent_started", "event/agent_output",
-                 "event/agent_stopped", "event/agent_status", "event/agent_message",
+                 "event/agent_stopped", "event/agent_status", "event/agent_log",
+                 "event/agent_message",
                  "event/file_changed", "event/git_status_changed",
                  "event/loop_run_started", "event/loop_run_stopped", "event/loop_run_paused",
                  "event/loop_run_resumed", "event/loop_iteration_started",
@@ -264,13 +265,16 @@ def test_the_rate_limit_answers_minus_32000_with_retry_after(served: Served) -> 
 
 def test_a_message_over_16_mib_closes_the_connection(served: Served) -> None:
     async def go() -> int | None:
-        async with websockets.connect(served.ws + f"?token={TOKEN}",
-                                      max_size=None) as ws:
-            await ws.send("x" * (16 * 1024 * 1024 + 1))
+        ws = await websockets.connect(served.ws + f"?token={TOKEN}", max_size=None)
+        try:
+            # closed while it is still being sent, or once it is: either way, 1009
             with pytest.raises(websockets.ConnectionClosed) as closed:
+                await ws.send("x" * (16 * 1024 * 1024 + 1))
                 while True:
                     await asyncio.wait_for(ws.recv(), TIMEOUT)
             return closed.value.rcvd.code if closed.value.rcvd else None
+        finally:
+            ws.transport.abort()
 
     assert asyncio.run(go()) == 1009  # message too big
     [answer] = rpc(served, {"jsonrpc": "2.0", "id": 1, "method": "status/get"})

@@ -274,7 +274,11 @@ class _Reader:
         def send(meta: dict[str, Any]) -> None:
             emit("agent.output", meta)
 
-        self._framers = {"stdout": _Framer(send), "stderr": _Framer(send)}
+        def send_stderr(meta: dict[str, Any]) -> None:
+            meta["stream"] = "stderr"  # the CLI's diagnostics (event/agent_log remotely)
+            emit("agent.output", meta)
+
+        self._framers = {"stdout": _Framer(send), "stderr": _Framer(send_stderr)}
 
     def feed(self, stream: str, chunk: bytes) -> None:
         at = self._logged

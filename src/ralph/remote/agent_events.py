@@ -1,5 +1,7 @@
 """Agent sessions' store frames as the remote API's events (docs/protocols/remote.md):
-`event/agent_started`, `event/agent_output`, `event/agent_stopped`, `event/agent_status`.
+`event/agent_started`, `event/agent_output`, `event/agent_log` (the CLI's stderr),
+`event/agent_message` (the agent's final answer, whole), `event/agent_stopped`,
+`event/agent_status`.
 Each carries the frame's store `seq` (an extension: where a reconnecting client resumes).
 A projection: any session, whichever process runs it, is seen the same way."""
 
@@ -26,7 +28,7 @@ END_STATES = {"completed": "idle", "stopped": "stopped", "timed_out": "error",
 
 def agent_events(frame: Frame, prompt: Callable[[str | None], str]) -> list[Event]:
     """The events of one frame of a session's stream (none for other frames). `prompt(hash)`
-    reads a prompt from the content store."""
+    reads a text (the prompt, the agent's final answer) from the content store."""
     if not frame.stream.startswith(STREAM_PREFIX):
         return []
     session_id = frame.stream.removeprefix(STREAM_PREFIX)
@@ -37,6 +39,16 @@ def agent_events(frame: Frame, prompt: Callable[[str | None], str]) -> list[Even
         return [("event/agent_started", {**base, "agent_type": meta.get("agent"),
                                          "prompt": prompt(frame.hash)}),
                 ("event/agent_status", {**base, "state": "running"})]
+    if topic == "agent.output" and meta.get("stream") == "stderr":
+        # the CLI's diagnostics: a log line (and an agent error too, when it is one)
+        line = {**base, "stream": "stderr", "line": meta.get("content", ""),
+                "chars": meta.get("chars", len(str(meta.get("content", ""))))}
+        events: list[Event] = [("event/agent_log", line)]
+        if meta.get("kind") == "error":
+            events.append(("event/agent_output", {**base, "type": "error",
+                                                  "content": line["line"],
+                                                  "chars": line["chars"]}))
+        return events
     if topic == "agent.output":
         kind = OUTPUT_TYPES.get(str(meta.get("kind")), "text")
         params = {**base, "type": kind, "content": meta.get("content", "")}
@@ -61,7 +73,13 @@ def agent_events(frame: Frame, prompt: Callable[[str | None], str]) -> list[Even
                                         "decision": meta.get("decision")})]
     if topic == "session.finished":
         status = str(meta.get("status"))
-        return [("event/agent_stopped", {**base, "reason": STOP_REASONS.get(status, "error"),
-                                         "message": meta.get("message")}),
+        final: list[Event] = []
+        if frame.hash:  # the agent's last words, whole
+            final.append(("event/agent_message", {**base, "role": "assistant",
+                                                  "content": prompt(frame.hash),
+                                                  "timestamp": frame.ts}))
+        stopped = {**base, "reason": STOP_REASONS.get(status, "error"),
+                   "message": meta.get("message")}
+        return [*final, ("event/agent_stopped", stopped),
                 ("event/agent_status", {**base, "state": END_STATES.get(status, "error")})]
     return []

@@ -60,6 +60,13 @@ class AgentMessage(_Event):
     timestamp: str | None
 
 
+class AgentLog(_Stored):
+    session_id: str
+    stream: Literal["stderr"]
+    line: str
+    chars: int
+
+
 class FileChanged(_Stored):
     path: str
     change: Literal["created", "modified", "deleted", "renamed"]
@@ -79,7 +86,9 @@ EVENT_MODELS: dict[str, tuple[type[BaseModel], str]] = {
     "event/agent_output": (AgentOutput, "An agent's output, or a permission request."),
     "event/agent_stopped": (AgentStopped, "An agent session ended."),
     "event/agent_status": (AgentStatus, "An agent session's state changed."),
-    "event/agent_message": (AgentMessage, "A message of a watched CLI conversation."),
+    "event/agent_log": (AgentLog, "A line (or lines) the agent CLI wrote on stderr."),
+    "event/agent_message": (AgentMessage, "An agent's whole final answer; a message of a "
+                                          "watched CLI conversation."),
     "event/file_changed": (FileChanged, "A file of the project changed."),
     "event/git_status_changed": (GitStatusChanged, "The git status changed."),
 }
