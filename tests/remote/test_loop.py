@@ -87,13 +87,17 @@ def test_a_step_and_its_events(served: Served, project: Project) -> None:
         started = await phone.until("event/loop_iteration_started")
         finished = await phone.until("event/loop_iteration_finished")
         assert started["type"] == "iteration_started" and started["task_id"] == "1"
+        said = await phone.until("event/loop_agent_output", runId=started["runId"])
+        assert said["iteration"] == 1 and said["kind"] in ("text", "tool_use", "tool_result")
+        assert started["seq"] < said["seq"] < finished["seq"]
         assert started["title"] == "First task" and started["agent"] == "fake"
         assert set(finished) == FINISHED_FIELDS
         assert finished["runId"] == started["runId"] and finished["iteration"] == 1
         assert finished["seq"] > started["seq"]
         # a step is a run of one iteration: its iterations only, as on the bridge
         assert {e["method"] for e in loop_seen(phone)} == {
-            "event/loop_iteration_started", "event/loop_iteration_finished"}
+            "event/loop_iteration_started", "event/loop_agent_output",
+            "event/loop_iteration_finished"}
         history = (await phone.call("loop/iterations", {"limit": 5}))["result"]
         assert history["total"] == 1 and history["next_before"] is None
         [item] = history["iterations"]
@@ -315,7 +319,8 @@ def test_loop_events_are_the_bridges_events_with_their_seq(project: Project) -> 
             return list(store.read())
 
     frames = asyncio.run(go())
-    events = [(frame, event) for frame in frames for event in loop_events(frame)]
+    events = [(frame, event) for frame in frames for event in loop_events(frame)
+              if event[0] != "event/loop_agent_output"]
     names = [name for _, (name, _) in events]
     assert names == ["event/loop_iteration_started", "event/loop_iteration_finished",
                      "event/loop_run_started",
@@ -333,7 +338,12 @@ def test_loop_events_are_the_bridges_events_with_their_seq(project: Project) -> 
     assert stopped["reason"] == "max_iterations"
     outputs = [f for f in frames if f.topic == "agent.output"]
     assert outputs and all(f.stream.startswith("runs/") for f in outputs)
-    assert all(loop_events(f) == [] for f in outputs)  # the loop's agent output: not here
+    for frame in outputs:  # the iterations' agent output: the bridge's agent_output fields
+        [(name, params)] = loop_events(frame)
+        assert name == "event/loop_agent_output"
+        EVENT_MODELS[name].model_validate(params)
+        assert params["seq"] == frame.seq and params["runId"] == frame.meta["run_id"]
+        assert params["iteration"] == frame.meta["iteration"]
     # the history's items: the finished events, plus the task's title and outcome
     finished = [f for f in frames if f.topic == "iteration.finished"]
     records = [iteration_record(f) for f in finished]

@@ -31,7 +31,7 @@ NOTIFICATIONS = ["event/heartbeat", "event/agent_started", "event/agent_output",
                  "event/loop_run_started", "event/loop_run_stopped", "event/loop_run_paused",
                  "event/loop_run_resumed", "event/loop_iteration_started",
                  "event/loop_iteration_finished", "event/loop_task_blocked",
-                 "event/loop_error"]
+                 "event/loop_error", "event/loop_agent_output"]
 
 
 class Served:

@@ -8,8 +8,9 @@ and `event/loop_error` (the bridge's `error`).
 Params: the bridge event's fields exactly (its names, camelCase such as `runId` included),
 `type` and `ts` kept, so that a client can decode both faces' events with one decoder, plus
 the frame's store `seq`. As on the bridge, a step (a run of one iteration) reports its
-iterations but no run_started / run_stopped. The loop's agent output (`agent.output` in a
-run's stream, `runs/<run_id>`) is not one of these events.
+iterations but no run_started / run_stopped. The iterations' agent output (`agent.output`
+in a run's stream, `runs/<run_id>`) is `event/loop_agent_output`, the bridge's
+`agent_output` fields, a frame each (the bridge coalesces them further for an editor).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ralph.agents.summary import tool_summary
 from ralph.bridge.models import (
+    AgentOutput,
     ErrorEvent,
     IterationFinished,
     IterationStarted,
@@ -36,6 +39,8 @@ log = logging.getLogger("ralph.remote")
 
 Event = tuple[str, dict[str, Any]]
 PREFIX = "event/loop_"
+OUTPUT = "event/loop_agent_output"
+RUN_STREAM_PREFIX = "runs/"  # a run's stream: its agents' output too
 _TOPICS = frozenset(TOPICS)
 
 
@@ -71,15 +76,23 @@ class LoopError(ErrorEvent):
     seq: int
 
 
+class LoopAgentOutput(AgentOutput):
+    chars: int
+    seq: int
+
+
 EVENT_MODELS: dict[str, type[BaseModel]] = {
     PREFIX + model.model_fields["type"].default: model
     for model in (LoopRunStarted, LoopRunStopped, LoopRunPaused, LoopRunResumed,
-                  LoopIterationStarted, LoopIterationFinished, LoopTaskBlocked, LoopError)}
+                  LoopIterationStarted, LoopIterationFinished, LoopTaskBlocked, LoopError,
+                  LoopAgentOutput)}
 """Each event's name and the model of its params (for the OpenRPC document)."""
 
 
 def loop_events(frame: Frame) -> list[Event]:
     """The events of one loop frame (none for other frames); each carries `seq`."""
+    if frame.topic == "agent.output" and frame.stream.startswith(RUN_STREAM_PREFIX):
+        return [(OUTPUT, agent_output(frame))]
     if frame.topic not in _TOPICS:
         return []
     try:
@@ -94,3 +107,27 @@ def loop_events(frame: Frame) -> list[Event]:
     params = event.model_dump()
     params["seq"] = frame.seq
     return [(PREFIX + str(params["type"]), params)]
+
+
+def agent_output(frame: Frame) -> dict[str, Any]:
+    """An iteration's agent output (a frame of its run's stream), as the bridge's
+    `agent_output` event, a frame each (the runner frames the output already: a few per
+    second at most), with `chars` (the whole piece's length; `content` is its beginning),
+    `delta` (it continues the piece before) and `seq`."""
+    meta = frame.meta
+    kind = str(meta.get("kind") or "text")
+    content = str(meta.get("content") or "")
+    if kind == "tool_use":
+        content = tool_summary(meta.get("tool"), content)
+    iteration = meta.get("iteration")
+    params: dict[str, Any] = {
+        "type": "agent_output", "ts": frame.ts,
+        "runId": str(meta.get("run_id") or frame.stream.removeprefix(RUN_STREAM_PREFIX)),
+        "iteration": iteration if isinstance(iteration, int) else None, "kind": kind,
+        "content": content, "role": meta.get("role"),
+        "chars": meta.get("chars", len(content)), "seq": frame.seq}
+    if meta.get("delta"):
+        params["delta"] = True
+    if meta.get("stream") == "stderr":
+        params["stream"] = "stderr"
+    return params
