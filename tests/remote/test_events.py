@@ -248,10 +248,12 @@ def test_legacy_commands_get_legacy_answers_and_events(served: Served) -> None:
         await ws.send(json.dumps({"command": "run_claude", "payload": {"prompt": "hi"},
                                   "request_id": "r4"}))
         names: list[str] = []
+        session_id = None
         while True:  # run_claude: no answer, the events say it
             message = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
             assert set(message) >= {"event", "timestamp", "payload"}, message
             names.append(message["event"])
+            session_id = session_id or message["payload"].get("session_id")
             if "agent_stopped" in names and message["event"] == "agent_status":
                 break
         assert names[0] == "agent_started" and "agent_output" in names
@@ -260,10 +262,35 @@ def test_legacy_commands_get_legacy_answers_and_events(served: Served) -> None:
         not_running = await legacy_answer(ws)
         assert not_running["payload"]["code"] == "CLAUDE_NOT_RUNNING"
 
+        await ws.send(json.dumps({"command": "respond_to_claude", "request_id": "r6",
+                                  "payload": {"tool_use_id": "toolu_9",
+                                              "response": "approved"}}))
+        not_asked = await legacy_answer(ws)
+        assert not_asked["event"] == "error" and not_asked["request_id"] == "r6"
+        assert not_asked["payload"]["code"] == "CLAUDE_NOT_RUNNING"
+
+        await ws.send(json.dumps({"command": "watch_session", "request_id": "r7",
+                                  "payload": {"session_id": session_id}}))
+        history = []
+        while True:  # its history first (this connection saw it live: nothing is older)
+            message = await legacy_answer(ws)
+            if message["event"] == "session_watch_started":
+                break
+            history.append(message)
+        assert all(m["payload"].get("replay") for m in history)
+        assert message["request_id"] == "r7"
+        assert message["payload"] == {"status": "watching", "session_id": session_id,
+                                      "watching": True, "replayed": len(history)}
+        await ws.send(json.dumps({"command": "watch_session",
+                                  "payload": {"session_id": "nope"}}))
+        missing = await legacy_answer(ws)
+        assert missing["payload"]["code"] == "SESSION_NOT_FOUND"
+
         await ws.send(json.dumps({"command": "unwatch_session"}))
         stopped = await legacy_answer(ws)
         assert stopped["event"] == "session_watch_stopped"
-        assert stopped["payload"]["reason"] == "client_request"
+        assert stopped["payload"] == {"status": "unwatched", "session_id": session_id,
+                                      "watching": False, "reason": "client_request"}
 
         # a JSON-RPC request from this client is still answered in JSON-RPC; the events
         # keep the shape its first message fixed
