@@ -19,6 +19,12 @@ from types import TracebackType
 from typing import Any, Protocol
 
 RALPH = [sys.executable, "-m", "ralph"]
+# A command with SIGINT at its default even when the tests run with it ignored (a suite
+# started in the background by a shell inherits SIGINT ignored, and so would the command):
+# for tests that interrupt it.
+WITH_SIGINT = [sys.executable, "-c", "import os, signal, sys; "
+               "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.argv[1], sys.argv[1:])"]
 TIMEOUT = 60
 FRAME_KEYS = ["id", "seq", "ts", "topic", "stream", "meta", "hash"]
 NOTE_KEYS = ["id", "seq", "ts", "session", "type", "iteration", "text"]
@@ -125,7 +131,7 @@ class Follower:
     """
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([*RALPH, "store", "cat", "--follow", *args],
+        self.proc = subprocess.Popen([*WITH_SIGINT, *RALPH, "store", "cat", "--follow", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
         self._lines: queue.Queue[bytes] = queue.Queue()
