@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ralph.agents.summary import tool_summary
 from ralph.bridge.models import AgentOutput
@@ -21,6 +22,17 @@ MAX_CHARS = 8 * 1024  # of one event
 BUDGET_CHARS_PER_S = 32 * 1024
 
 Send = Callable[[AgentOutput], Awaitable[None]]
+
+
+def output_piece(meta: dict[str, Any]) -> tuple[str, str, int | None]:
+    """(kind, content, iteration) of an iteration's `agent.output` frame as the faces show
+    it: a tool call summarised, an iteration only if it is a number."""
+    kind = str(meta.get("kind") or "text")
+    content = str(meta.get("content") or "")
+    if kind == "tool_use":
+        content = tool_summary(meta.get("tool"), content)
+    iteration = meta.get("iteration")
+    return kind, content, iteration if isinstance(iteration, int) else None
 
 
 class OutputCoalescer:
@@ -50,13 +62,8 @@ class OutputCoalescer:
 
     async def add(self, frame: Frame) -> None:
         meta = frame.meta
-        kind = str(meta.get("kind") or "text")
-        content = str(meta.get("content") or "")
-        if kind == "tool_use":
-            content = tool_summary(meta.get("tool"), content)
-        iteration = meta.get("iteration")
-        key = (str(meta.get("run_id", "")), iteration if isinstance(iteration, int) else None,
-               kind, meta.get("role"))
+        kind, content, iteration = output_piece(meta)
+        key = (str(meta.get("run_id", "")), iteration, kind, meta.get("role"))
         if self._key is not None and key != self._key:
             await self.flush()
         take = self._take(len(content))

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ralph.agents.summary import tool_summary
+from ralph.bridge.coalesce import output_piece
 from ralph.bridge.models import (
     AgentOutput,
     ErrorEvent,
@@ -115,15 +115,11 @@ def agent_output(frame: Frame) -> dict[str, Any]:
     second at most), with `chars` (the whole piece's length; `content` is its beginning),
     `delta` (it continues the piece before) and `seq`."""
     meta = frame.meta
-    kind = str(meta.get("kind") or "text")
-    content = str(meta.get("content") or "")
-    if kind == "tool_use":
-        content = tool_summary(meta.get("tool"), content)
-    iteration = meta.get("iteration")
+    kind, content, iteration = output_piece(meta)
     params: dict[str, Any] = {
         "type": "agent_output", "ts": frame.ts,
         "runId": str(meta.get("run_id") or frame.stream.removeprefix(RUN_STREAM_PREFIX)),
-        "iteration": iteration if isinstance(iteration, int) else None, "kind": kind,
+        "iteration": iteration, "kind": kind,
         "content": content, "role": meta.get("role"),
         "chars": meta.get("chars", len(content)), "seq": frame.seq}
     if meta.get("delta"):
