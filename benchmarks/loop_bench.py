@@ -43,6 +43,7 @@ from ralph.loop.paths import ProjectPaths
 from ralph.loop.state import LoopState, TaskState, save_state
 from ralph.scaffold import scaffold
 from ralph.store import Frame, Store
+from ralph.testing.history import record_history as write_history
 
 NOOP_AGENT = ["sh", "-c", "cat >/dev/null; sed -i '0,/- \\[ \\]/s//- [x]/' PRD.md"]
 
@@ -150,17 +151,7 @@ class GitClock:
 def record_history(paths: ProjectPaths, iterations: int, tasks: int) -> None:
     """About ten store events per iteration, as that many iterations would have left."""
     with Store(paths.store, durability="never") as store:
-        for n in range(1, iterations + 1):
-            stream = f"runs/run_{n // 100:06d}"
-            task = str(n % tasks + 1)
-            store.append("iteration.started", {"iteration": n, "task_id": task}, stream=stream)
-            store.append("agent.started", {"agent": "noop"}, stream=stream)
-            for _ in range(6):
-                store.append("agent.output", {"kind": "text", "content": "working " * 8},
-                             stream=stream)
-            store.append("agent.finished", {"status": "ok", "exit_code": 0}, stream=stream)
-            store.append("iteration.finished", {"iteration": n, "task_id": task,
-                                                "verified": False}, stream=stream)
+        write_history(store, iterations, tasks)
 
 
 def history_project(base: Path, tasks: int, iterations: int) -> Path:

@@ -77,20 +77,34 @@ def add_note(store: Store, note_type: str, text: str, *, session: str = DEFAULT_
     return Note(frame.id, frame.seq, frame.ts, session, note_type, iteration, text)
 
 
-def note_from_frame(store: Store, frame: Frame) -> Note | None:
-    """The note a frame records, or None if the frame is not a note."""
+def note_session(frame: Frame) -> str | None:
+    """The session whose note `frame` is (None: not a note)."""
     parts = frame.topic.split(".")
     if len(parts) != 3 or parts[0] != "ralph" or parts[2] != "note":
         return None
-    note_type = frame.meta.get("type")
-    iteration = frame.meta.get("iteration")
+    return parts[1]
+
+
+def note_from_frame(store: Store, frame: Frame) -> Note | None:
+    """The note a frame records, or None if the frame is not a note."""
+    if note_session(frame) is None:
+        return None
     text = ""
     if frame.hash is not None:
         try:
             text = store.cas_get(frame.hash).decode("utf-8", "replace")
         except StoreError as exc:
             log.warning("note %s: %s", frame.id, exc)
-    return Note(frame.id, frame.seq, frame.ts, parts[1], str(note_type),
+    return note_with_text(frame, text)
+
+
+def note_with_text(frame: Frame, text: str) -> Note | None:
+    """The note a frame records, its text read already (None: the frame is not a note)."""
+    session = note_session(frame)
+    if session is None:
+        return None
+    iteration = frame.meta.get("iteration")
+    return Note(frame.id, frame.seq, frame.ts, session, str(frame.meta.get("type")),
                 iteration if isinstance(iteration, int) else None, text)
 
 

@@ -27,7 +27,7 @@ TOKEN = "a-test-token"
 NOTIFICATIONS = ["event/heartbeat", "event/agent_started", "event/agent_output",
                  "event/agent_stopped", "event/agent_status", "event/agent_log",
                  "event/agent_message",
-                 "event/file_changed", "event/git_status_changed",
+                 "event/file_changed", "event/git_status_changed", "event/note_added",
                  "event/loop_run_started", "event/loop_run_stopped", "event/loop_run_paused",
                  "event/loop_run_resumed", "event/loop_iteration_started",
                  "event/loop_iteration_finished", "event/loop_task_blocked",

@@ -129,3 +129,19 @@ def iteration_page(store: Store, before: int | None = None,
     """One page of `store`'s iteration history (see IterationHistory.page), counting the
     total from scratch: a caller that pages on keeps an IterationHistory instead."""
     return IterationHistory(store).page(before, limit)
+
+
+STARTED_TOPIC = "iteration.started"
+
+
+def unfinished_iteration(store: Store) -> Frame | None:
+    """The `iteration.started` frame of the newest iteration if it has not finished (no
+    `iteration.finished` after it), else None: what a run is doing now, for a face that
+    opens in its middle. A run that died leaves one too: ask only while a run is active."""
+    started = store.last(STARTED_TOPIC, 1)
+    if not started:
+        return None
+    finished = store.last(TOPIC, 1)
+    if finished and finished[0].seq > started[0].seq:
+        return None
+    return started[0]

@@ -80,6 +80,22 @@ class SessionListResult(BaseModel):
     total: int
 
 
+class PendingRequest(BaseModel):
+    """A permission request waiting for an answer (`agent/pending`, an extension)."""
+
+    session_id: str
+    agent_type: str
+    tool_use_id: str
+    tool_name: str
+    input: Any
+    seq: int
+    ts: str
+
+
+class AgentPendingResult(BaseModel):
+    requests: list[PendingRequest]
+
+
 class AgentSeat:
     """The agent session this server started last: the one `agent/stop` and
     `agent/respond` speak of, and `status/get` reports."""
@@ -224,6 +240,17 @@ def register(registry: Registry, seat: AgentSeat) -> None:
                                                         "reason": str(exc)}) from None
         return AgentRespondResult(status="sent", tool_use_id=params.tool_use_id,
                                   decision=decision)
+
+    @registry.method("agent/pending", result=AgentPendingResult,
+                     summary="The permission requests waiting for an answer, of every "
+                             "running session, oldest first (an extension).")
+    async def agent_pending() -> AgentPendingResult:
+        found = await asyncio.to_thread(sessions.open_requests)
+        return AgentPendingResult(requests=[
+            PendingRequest(session_id=info.session_id, agent_type=info.agent,
+                           tool_use_id=request.tool_use_id, tool_name=request.tool_name,
+                           input=request.input, seq=request.seq, ts=request.ts)
+            for info, request in found])
 
     @registry.method("session/list", params=SessionListParams, result=SessionListResult,
                      summary="Agent sessions, newest first: Ralph's, then the CLIs' own.")

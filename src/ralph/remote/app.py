@@ -1,13 +1,16 @@
 """The HTTP and WebSocket routes of `ralph serve` (a Starlette app):
 
+- `GET /` and `GET /web/...`: the web monitor (ralph/web/, static files), without a token:
+  the page holds no data, it asks for everything over /ws with the token it is given;
 - `GET /health`: `{"status": "ok"}`, without a token (nothing else is said without one);
 - `GET /api/status`: the `status/get` result;
 - `GET /api/rpc/discover`: the OpenRPC document of the methods, `servers[0].url` the
   WebSocket's real address;
 - `/ws`: JSON-RPC 2.0 over WebSocket (ralph.remote.clients).
 
-Every route but /health needs the token (ralph.remote.auth): HTTP 401 without it, and a
-refused upgrade (HTTP 403) for a WebSocket, as for a browser page of another origin. On a
+Every route but /health and the web monitor's files needs the token (ralph.remote.auth):
+HTTP 401 without it, and a refused upgrade (HTTP 403) for a WebSocket, as for a browser
+page of another origin. On a
 loopback address every request must name the server's own host (127.0.0.1, localhost, ::1
 with its port): HTTP 421 otherwise, a refused upgrade for a WebSocket (DNS rebinding).
 """
@@ -15,13 +18,15 @@ with its port): HTTP 421 otherwise, a refused upgrade for a WebSocket (DNS rebin
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
@@ -29,7 +34,39 @@ from ralph.remote.auth import given_token, origin_ok, token_ok
 from ralph.remote.methods import RemoteState, status
 from ralph.rpc import Dispatcher, Registry
 
-OPEN_PATHS = ("/health",)
+OPEN_PATHS = ("/health", "/")
+WEB_PREFIX = "/web/"  # the web monitor's files: open too
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+# The page's own files only, and its WebSocket: no inline script, no other site, no frame;
+# and no Referer: the address a person opened may still hold the token.
+WEB_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
+                               "form-action 'none'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
+
+
+class WebFiles:
+    """The web monitor's static files, with WEB_HEADERS."""
+
+    def __init__(self) -> None:
+        self.files = StaticFiles(directory=WEB_DIR)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], *_encoded_headers()]
+            await send(message)
+
+        await self.files(scope, receive, send_with_headers)
+
+
+def _encoded_headers() -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode(), v.encode()) for k, v in WEB_HEADERS.items()]
 
 
 class Guard:
@@ -53,7 +90,8 @@ class Guard:
             await self._refuse(scope, receive, send, 421, "this server answers to its own "
                                "address only (127.0.0.1 or localhost with its port)")
             return
-        if scope["path"] in OPEN_PATHS:
+        if scope["path"] in OPEN_PATHS or (scope["type"] == "http"
+                                           and scope["path"].startswith(WEB_PREFIX)):
             await self.app(scope, receive, send)
             return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
@@ -87,6 +125,9 @@ def build_app(state: RemoteState, registry: Registry, *, token: str | None,
               hosts: frozenset[str] | None) -> ASGIApp:
     dispatcher = Dispatcher(registry)
 
+    async def index(request: Request) -> Response:
+        return FileResponse(WEB_DIR / "index.html", headers=WEB_HEADERS)
+
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -107,6 +148,8 @@ def build_app(state: RemoteState, registry: Registry, *, token: str | None,
             state.hub.clients.discard(client)
 
     app = Starlette(routes=[
+        Route("/", index),
+        Mount("/web", app=WebFiles()),
         Route("/health", health),
         Route("/api/status", api_status),
         Route("/api/rpc/discover", discover),

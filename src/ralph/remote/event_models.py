@@ -80,6 +80,17 @@ class GitStatusChanged(_Stored):
     untracked: list[str]
 
 
+class NoteAdded(_Stored):
+    """A note, as `notes/list` gives it (an extension)."""
+
+    id: str
+    ts: str
+    session: str
+    type: str
+    iteration: int | None
+    text: str
+
+
 EVENT_MODELS: dict[str, tuple[type[BaseModel], str]] = {
     "event/heartbeat": (Heartbeat, "Every --heartbeat seconds while a client is connected."),
     "event/agent_started": (AgentStarted, "An agent session started."),
@@ -91,4 +102,5 @@ EVENT_MODELS: dict[str, tuple[type[BaseModel], str]] = {
                                           "watched CLI conversation."),
     "event/file_changed": (FileChanged, "A file of the project changed."),
     "event/git_status_changed": (GitStatusChanged, "The git status changed."),
+    "event/note_added": (NoteAdded, "A note was recorded (an extension)."),
 }

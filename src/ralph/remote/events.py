@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from ralph.remote.agent_events import agent_events
 from ralph.remote.loop_events import loop_events
+from ralph.remote.note_events import note_events
 from ralph.remote.repo_events import repo_events
 from ralph.rpc.envelope import notification
 from ralph.rpc.jsoncodec import dumps
@@ -27,11 +28,12 @@ EVENT_PREFIX = "event/"
 
 
 def projector(prompt: Callable[[str | None], str]) -> Projector:
-    """The events of one frame, from every projection; `prompt(hash)` reads a prompt from
-    the content store (agent_started carries it)."""
+    """The events of one frame, from every projection; `prompt(hash)` reads a text from
+    the content store (a prompt, a final answer, a note)."""
 
     def project(frame: Frame) -> list[Event]:
-        return agent_events(frame, prompt) or loop_events(frame) or repo_events(frame)
+        return (agent_events(frame, prompt) or loop_events(frame) or repo_events(frame)
+                or note_events(frame, prompt))
 
     return project
 

@@ -52,7 +52,12 @@ from ralph.bridge.models import (
 from ralph.bridge.projection import project
 from ralph.errors import RalphError
 from ralph.loop import LoopService
-from ralph.loop.history import DEFAULT_LIMIT, MAX_LIMIT, IterationHistory
+from ralph.loop.history import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    IterationHistory,
+    unfinished_iteration,
+)
 from ralph.loop.tasklist import TaskList, TasksUnreadable, task_list
 from ralph.notes import (
     DEFAULT_SESSION,
@@ -63,7 +68,12 @@ from ralph.notes import (
     check_session,
     list_notes,
 )
-from ralph.remote.loop_events import EVENT_MODELS, LoopIterationFinished
+from ralph.remote.loop_events import (
+    EVENT_MODELS,
+    LoopIterationFinished,
+    LoopIterationStarted,
+    loop_events,
+)
 from ralph.rpc import APPLICATION_ERROR, INVALID_PARAMS, Registry, RpcError
 from ralph.store import Frame
 
@@ -73,6 +83,10 @@ LIMITED = (APPLICATION_ERROR, "rate limited: loop.rate_limit_per_hour allows no 
                               "now (data.retry_after)")
 NOTES_DEFAULT_LIMIT = 50
 NOTES_MAX_LIMIT = 1000
+
+
+class LoopCurrentResult(BaseModel):
+    iteration: LoopIterationStarted | None
 
 
 class _Params(BaseModel):
@@ -237,6 +251,12 @@ def register(registry: Registry, service: LoopService,
     async def loop_resume() -> PauseResult:
         return await pause_result(service, "resume")
 
+    @registry.method("loop/current", result=LoopCurrentResult, errors=[FAILED],
+                     summary="The iteration the active run is in now, as its "
+                             "event/loop_iteration_started (null: none; an extension).")
+    async def loop_current() -> LoopCurrentResult:
+        return await asyncio.to_thread(current_iteration, service)
+
     @registry.method("loop/iterations", params=LoopIterationsParams,
                      result=LoopIterationsResult, errors=[FAILED],
                      summary="A page of the iteration history, newest first.")
@@ -297,3 +317,17 @@ def iterations_page(history: IterationHistory,
     records = [record for record in map(iteration_record, page.frames) if record is not None]
     return LoopIterationsResult(iterations=records, next_before=page.next_before,
                                 total=page.total)
+
+
+def current_iteration(service: LoopService) -> LoopCurrentResult:
+    """The active run's iteration now (None: no run is active, or it is between two)."""
+    try:
+        if not service.status().running:
+            return LoopCurrentResult(iteration=None)
+        frame = unfinished_iteration(service.store)
+    except RalphError as exc:
+        raise app_error(exc) from None
+    events = loop_events(frame) if frame is not None else []
+    if not events:
+        return LoopCurrentResult(iteration=None)
+    return LoopCurrentResult(iteration=LoopIterationStarted.model_validate(events[0][1]))

@@ -434,6 +434,13 @@ class SessionService:
             return []
         return self.desk(session_id).pending()
 
+    def open_requests(self) -> Sequence[tuple[SessionInfo, ApprovalRequest]]:
+        """Every running session's requests waiting for an answer, oldest first: what a
+        face that opens while an agent waits must show."""
+        found = [(info, request) for info in self.list(status="running")
+                 for request in self.pending(info.session_id)]
+        return sorted(found, key=lambda pair: pair[1].seq)
+
     def asking(self, tool_use_id: str, prefer: str | None = None) -> str | None:
         """The running session with the pending request `tool_use_id` (`prefer` looked at
         first), for a face that answers by the request's id alone; None if none has it."""

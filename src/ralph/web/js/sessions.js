@@ -1,0 +1,181 @@
+// Agent sessions: the list (Ralph's and the agent CLIs' own), one session's transcript
+// (session/watch replays its history, then its live events), starting, continuing and
+// stopping one.
+
+import { $, LineLog, clear, debounce, h, showError, when } from "./dom.js";
+import { describeError } from "./connection.js";
+
+const TRANSCRIPT_LINES = 1000;
+const LIST_LIMIT = 30;
+
+export class SessionsView {
+  constructor(app) {
+    this.app = app;
+    this.sessions = [];
+    this.selected = null; // the session whose transcript is shown (watched)
+    this.seat = null; // the session this server started last (agent/stop stops it)
+    this.live = new Map(); // session_id -> running | waiting, from event/agent_status
+    this.transcript = new LineLog($("transcript"), TRANSCRIPT_LINES);
+    this.refreshSoon = debounce(() => this.refresh(), 200);
+    $("session-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.start("new");
+    });
+    $("continue-session").addEventListener("click", () => this.start("continue"));
+    $("stop-session").addEventListener("click", () => this.stop());
+    $("refresh-sessions").addEventListener("click", () => this.refresh());
+  }
+
+  get rpc() {
+    return this.app.rpc;
+  }
+
+  agents(names, fallback) {
+    const select = $("session-agent");
+    const chosen = select.value;
+    clear(select);
+    select.append(h("option", { value: "" }, `default${fallback ? ` (${fallback})` : ""}`));
+    for (const name of names) select.append(h("option", { value: name }, name));
+    select.value = names.includes(chosen) ? chosen : "";
+  }
+
+  async load(status) {
+    this.seat = status.session_id;
+    this.live.clear();
+    if (this.seat && ["running", "waiting"].includes(status.agent_state)) {
+      this.live.set(this.seat, status.agent_state);
+    }
+    await this.refresh();
+    if (this.selected) await this.watch(this.selected); // a reconnect: watch it again
+  }
+
+  async refresh() {
+    let result;
+    try {
+      result = await this.rpc.call("session/list", { limit: LIST_LIMIT });
+    } catch (error) {
+      showError($("session-error"), describeError(error));
+      return;
+    }
+    this.sessions = result.sessions;
+    this.draw();
+  }
+
+  // running / waiting while the events say so; else what session/list says (completed,
+  // stopped, failed, ...), or "its own" for an agent CLI's conversation
+  stateOf(sessionId) {
+    const listed = this.sessions.find((s) => s.session_id === sessionId);
+    return this.live.get(sessionId) || (listed ? listed.status || "its own" : null);
+  }
+
+  draw() {
+    const list = $("sessions");
+    clear(list);
+    for (const s of this.sessions) {
+      const state = this.stateOf(s.session_id);
+      list.append(h("li", { class: s.session_id === this.selected ? "selected" : null,
+        "data-session": s.session_id },
+        h("span", { class: "badge", "data-state": state }, state),
+        h("button", { type: "button", class: "link title", "aria-pressed": String(s.session_id === this.selected),
+          onclick: () => this.watch(s.session_id) }, s.summary || s.session_id),
+        h("span", { class: "meta" }, `${s.agent_type || ""}${s.kind === "native" ? " (the CLI's own)" : ""}`),
+        h("span", { class: "meta" }, when(s.last_updated || s.start_time))));
+    }
+    if (!this.sessions.length) list.append(h("li", { class: "muted" }, "No agent session yet."));
+    const selected = this.sessions.find((s) => s.session_id === this.selected);
+    const selectedState = this.selected ? this.stateOf(this.selected) : null;
+    $("continue-session").disabled = !selected || selectedState === "running" || selectedState === "waiting";
+    const seatState = this.seat ? this.stateOf(this.seat) : null;
+    $("stop-session").disabled = !(seatState === "running" || seatState === "waiting");
+  }
+
+  async watch(sessionId) {
+    this.selected = sessionId;
+    this.transcript.reset();
+    const summary = this.sessions.find((s) => s.session_id === sessionId);
+    $("transcript-title").textContent = `Transcript: ${summary ? summary.summary || sessionId : sessionId}`;
+    $("transcript-box").hidden = false;
+    this.draw();
+    try {
+      await this.rpc.call("session/watch", { session_id: sessionId });
+    } catch (error) {
+      this.transcript.add("error", describeError(error));
+    }
+  }
+
+  async start(mode) {
+    const prompt = $("session-prompt").value.trim();
+    showError($("session-error"), "");
+    if (!prompt) {
+      showError($("session-error"), "Write a prompt first.");
+      return;
+    }
+    const params = { prompt, approvals: $("session-approvals").value, mode };
+    const agent = $("session-agent").value;
+    if (agent) params.agent_type = agent;
+    if (mode === "continue") params.session_id = this.selected;
+    const button = mode === "continue" ? $("continue-session") : $("start-session");
+    button.disabled = true;
+    try {
+      const result = await this.rpc.call("agent/run", params);
+      this.seat = result.session_id;
+      this.live.set(result.session_id, "running");
+      $("session-prompt").value = "";
+      await this.refresh();
+      await this.watch(result.session_id);
+    } catch (error) {
+      showError($("session-error"), describeError(error));
+    } finally {
+      button.disabled = false;
+      this.draw();
+    }
+  }
+
+  async stop() {
+    showError($("session-error"), "");
+    try {
+      await this.rpc.call("agent/stop");
+    } catch (error) {
+      showError($("session-error"), describeError(error));
+    }
+  }
+
+  event(method, p) {
+    const id = p.session_id;
+    if (method === "event/agent_status") {
+      if (p.state === "running" || p.state === "waiting") this.live.set(id, p.state);
+      else this.live.delete(id);
+      this.draw();
+      return;
+    }
+    if (method === "event/agent_started" || method === "event/agent_stopped") this.refreshSoon();
+    if (id !== this.selected) return;
+    const log = this.transcript;
+    switch (method) {
+      case "event/agent_started":
+        log.add("mark", `> ${p.prompt}`);
+        break;
+      case "event/agent_output":
+        if (p.type === "permission_request") {
+          log.add("tool_use", `? ${p.tool_name} asks for permission: ${JSON.stringify(p.input)}`);
+        } else if (p.type === "tool_use" || p.type === "tool_result") {
+          log.add(p.type, `${p.type === "tool_use" ? "▸" : "◂"} ${p.tool_name ? `${p.tool_name}: ` : ""}${p.content}`);
+        } else {
+          log.add(p.type, p.content, { delta: Boolean(p.delta) });
+        }
+        break;
+      case "event/agent_log":
+        log.add("stderr", p.line);
+        break;
+      case "event/agent_message":
+        // a Ralph session's final answer repeats its streamed text; a CLI's own
+        // conversation (no seq) is made of these messages only
+        if (p.seq === undefined) log.add(p.role === "user" ? "mark" : "text", `${p.role === "user" ? "> " : ""}${p.content}`);
+        break;
+      case "event/agent_stopped":
+        log.mark(`── ${p.reason}${p.message ? `: ${p.message}` : ""} ──`);
+        break;
+      default:
+    }
+  }
+}
