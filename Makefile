@@ -9,7 +9,11 @@ DEV_STAMP := $(VENV)/.installed-dev
 # The real agent CLIs the end-to-end adapter tests run (pinned in tests/agents/package.json).
 AGENT_CLIS := tests/agents/node_modules/.installed
 
-.PHONY: test demo lint typecheck unit bench clean
+# The web monitor's tests drive a real headless Chromium: Debian's `chromium` package
+# (RALPH_CHROMIUM may name another Chromium or Chrome binary).
+CHROMIUM_MISSING := command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || test -n "$$RALPH_CHROMIUM"
+
+.PHONY: test demo lint typecheck unit bench clean browser
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "error: python3.11 not found (Ralph needs Python 3.11+)" >&2; exit 1; }
@@ -29,7 +33,18 @@ $(AGENT_CLIS): tests/agents/package.json tests/agents/package-lock.json
 	cd tests/agents && npm install --no-audit --no-fund --loglevel=error
 	@touch $(AGENT_CLIS)
 
-test: $(DEV_STAMP) $(AGENT_CLIS) lint typecheck unit
+browser:
+	@$(CHROMIUM_MISSING) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the web monitor's tests (apt-get)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+	    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
+	    || { echo "error: apt-get could not install chromium (the web monitor's tests need it)" >&2; exit 1; }; \
+	  else \
+	    echo "error: the web monitor's tests need Chromium: run 'sudo apt-get install -y chromium' (Debian, Ubuntu), or set RALPH_CHROMIUM to a Chromium or Chrome binary" >&2; exit 1; \
+	  fi; }
+
+test: $(DEV_STAMP) $(AGENT_CLIS) browser lint typecheck unit
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
@@ -39,7 +54,7 @@ typecheck: $(DEV_STAMP)
 
 # The report is written only when pytest gets to its end: a test that ends the pytest process
 # itself (an os._exit in code under test) must fail the run, not pass it half-done.
-unit: $(DEV_STAMP) $(AGENT_CLIS)
+unit: $(DEV_STAMP) $(AGENT_CLIS) browser
 	@rm -f $(VENV)/pytest-report.xml
 	$(BIN)/pytest -q --junitxml=$(VENV)/pytest-report.xml
 	@test -s $(VENV)/pytest-report.xml || { echo "error: pytest ended before its end (no report): a test ended the test process" >&2; exit 1; }

@@ -156,6 +156,12 @@ def test_a_permission_request_is_answered_from_the_phone(served: Served) -> None
         assert asked["input"] == {"command": "echo yes > yes.txt"}
         await phone.until("event/agent_status", session_id=session_id, state="waiting")
         assert (await phone.call("status/get"))["result"]["agent_state"] == "waiting"
+        # what a client that connects now shows (an extension)
+        pending = (await phone.call("agent/pending"))["result"]["requests"]
+        assert pending == [{"session_id": session_id, "agent_type": "hooked",
+                            "tool_use_id": "toolu_1", "tool_name": "Bash",
+                            "input": {"command": "echo yes > yes.txt"},
+                            "seq": asked["seq"], "ts": pending[0]["ts"]}]
         sent = await phone.call("agent/respond", {"tool_use_id": "toolu_1",
                                                   "response": "approved"})
         assert sent["result"] == {"status": "sent", "tool_use_id": "toolu_1",
@@ -170,6 +176,7 @@ def test_a_permission_request_is_answered_from_the_phone(served: Served) -> None
         assert refused["result"]["decision"] == "deny"
         final = await phone.until("event/agent_stopped", session_id=session_id)
         assert final["reason"] == "completed"
+        assert (await phone.call("agent/pending"))["result"] == {"requests": []}
         text = await phone.until("event/agent_output", session_id=session_id,
                                  type="text")
         assert text["content"].startswith("ran: echo yes > yes.txt")

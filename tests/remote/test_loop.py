@@ -171,6 +171,23 @@ def test_a_run_paused_resumed_and_stopped(served: Served, project: Project) -> N
     on_phone(served, script)
 
 
+def test_the_current_iteration_for_a_client_that_opens_mid_run(served: Served,
+                                                              project: Project) -> None:
+    project.plan({"tasks": {"1": [{"print": ["busy"], "hang": 120}]}})
+
+    async def script(phone: Phone) -> None:
+        assert (await phone.call("loop/current"))["result"] == {"iteration": None}
+        run_id = (await phone.call("loop/run"))["result"]["runId"]
+        started = await phone.until("event/loop_iteration_started", runId=run_id)
+        current = (await phone.call("loop/current"))["result"]["iteration"]
+        assert current == started  # the event itself: type, ts, fields and seq
+        assert (await phone.call("loop/stop"))["result"]["stopped"] is True
+        await phone.until("event/loop_run_stopped", runId=run_id)
+        assert (await phone.call("loop/current"))["result"] == {"iteration": None}
+
+    on_phone(served, script)
+
+
 def test_the_history_a_page_at_a_time(served: Served, project: Project) -> None:
     project.plan({"tasks": {"1": [TICK], "2": [TICK], "3": [TICK]}})
 
@@ -207,6 +224,9 @@ def test_notes(served: Served) -> None:
         second = (await phone.call("notes/add", {"type": "decision", "text": "use sqlite",
                                                  "session": "auth", "iteration": 2}))["result"]
         assert second["seq"] > note["seq"] and second["iteration"] == 2
+        # every client is told (an extension): the note as notes/list gives it
+        assert await phone.until("event/note_added", seq=note["seq"]) == note
+        assert await phone.until("event/note_added", seq=second["seq"]) == second
         every = (await phone.call("notes/list"))["result"]["notes"]
         assert [n["text"] for n in every] == ["use sqlite", "uv is fast"]  # newest first
         assert every[1] == note

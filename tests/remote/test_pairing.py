@@ -14,7 +14,7 @@ import pexpect  # type: ignore[import-untyped]  # (no types-pexpect in the dev d
 import segno
 
 from ralph.remote.pairing import connection_info, qr_text, reachable_host
-from tests.cli.helpers import TIMEOUT
+from tests.cli.helpers import TIMEOUT, run_ralph
 from tests.remote.test_serve import TOKEN, start, wait_served
 
 RALPH_BIN = str(Path(sys.executable).with_name("ralph"))
@@ -65,3 +65,33 @@ def test_ralph_serve_shows_the_qr_code_in_a_terminal_only(tmp_path: Path) -> Non
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 0 and "scan" not in err and "█" not in err
+
+
+def test_ralph_serve_draws_the_web_monitors_address_with_qr_web(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    (root / ".ralph").mkdir(parents=True)
+    child = pexpect.spawn(RALPH_BIN, ["serve", "--port", "0", "--token", TOKEN, "--qr", "web"],
+                          cwd=str(root), encoding="utf-8", codec_errors="replace",
+                          dimensions=(80, 200), timeout=TIMEOUT,
+                          env={**os.environ, "TERM": "xterm-256color"})
+    try:
+        child.expect(r"web monitor: (http://127\.0\.0\.1:\d+)/\?token=a-test-token\r\n")
+        http = child.match.group(1)
+        child.expect_exact(f"scan to open the web monitor ({http}/):\r\n")
+        # the code a phone's camera reads is the page's address with the token
+        drawn = qr_text(f"{http}/?token={TOKEN}").replace("\n", "\r\n")
+        child.expect_exact(drawn)
+        child.kill(signal.SIGTERM)
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_an_unknown_qr_kind_is_refused(tmp_path: Path) -> None:
+    result = run_ralph("serve", "--port", "0", "--qr", "phone", cwd=tmp_path)
+    assert result.code == 2 and "Traceback" not in result.err
+    assert "'phone' is not one of: app" in result.err

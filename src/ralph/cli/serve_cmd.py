@@ -26,15 +26,35 @@ def _positive(value: float) -> float:
     return value
 
 
+QR_KINDS = ("app", "web")
+
+
+def _qr_kind(value: str) -> str:
+    if value not in QR_KINDS:
+        raise typer.BadParameter(f"{value!r} is not one of: app (the phone app's connection "
+                                 "JSON), web (the web monitor's address)")
+    return value
+
+
+def web_url(http_url: str, token: str | None) -> str:
+    """The web monitor's address, with the token a browser connects with."""
+    from urllib.parse import quote
+
+    return f"{http_url}/" + (f"?token={quote(token, safe='')}" if token is not None else "")
+
+
 def pairing_lines(ws_url: str, http_url: str, options: ServeOptions,
-                  token: str | None) -> str:
-    """The connection JSON as a QR code, with the address a phone can reach."""
-    from ralph.remote.pairing import connection_info, connection_qr, reachable_host
+                  token: str | None, qr: str = "app") -> str:
+    """A QR code with the address a phone can reach: the connection JSON a phone app
+    scans (`app`), or the web monitor's address a phone's camera opens (`web`)."""
+    from ralph.remote.pairing import connection_info, connection_qr, qr_text, reachable_host
     from ralph.remote.server import urls
 
     host = reachable_host(options.host)
     if host != options.host:  # a wildcard address: one a phone can reach instead
         ws_url, http_url = urls(host, int(http_url.rsplit(":", 1)[1]))
+    if qr == "web":
+        return f"scan to open the web monitor ({http_url}/):\n{qr_text(web_url(http_url, token))}"
     info = connection_info(ws_url, http_url, options.root.name, token)
     return f"scan to connect ({ws_url}):\n{connection_qr(info)}"
 
@@ -57,13 +77,17 @@ def serve(
     heartbeat: Annotated[float, typer.Option(
         "--heartbeat", metavar="SECONDS", callback=_positive,
         help="Seconds between event/heartbeat notifications.")] = 30.0,
+    qr: Annotated[str, typer.Option(
+        "--qr", metavar="KIND", callback=_qr_kind,
+        help="What the QR code drawn in a terminal holds: app (the connection JSON a phone "
+             "app scans) or web (the web monitor's address, for a phone's camera).")] = "app",
     root: Annotated[Path | None, typer.Option("--root", metavar="PATH",
                                               help="Project root.")] = None,
 ) -> None:
     """Serve the remote API (JSON-RPC 2.0 over WebSocket at /ws, OpenRPC at
-    /api/rpc/discover) for the project here, until Ctrl-C, SIGTERM or a client's
-    `shutdown`. Prints its URLs and writes .ralph/serve.json {pid, ws, http, token}
-    (readable by you only) for local clients."""
+    /api/rpc/discover) and the web monitor (at /) for the project here, until Ctrl-C,
+    SIGTERM or a client's `shutdown`. Prints its URLs and writes .ralph/serve.json
+    {pid, ws, http, token} (readable by you only) for local clients."""
     import asyncio
 
     from ralph.remote.auth import new_token
@@ -86,11 +110,12 @@ def serve(
 
     def started(ws_url: str, http_url: str) -> None:
         lines = [f"ralph serve: {ws_url} (WebSocket, JSON-RPC 2.0)",
-                 f"             {http_url}/api/rpc/discover (OpenRPC)"]
+                 f"             {http_url}/api/rpc/discover (OpenRPC)",
+                 f"web monitor: {web_url(http_url, secret)}"]
         if secret is not None:
             lines.append(f"token: {secret}   (also in .ralph/serve.json)")
-        if sys.stderr.isatty():  # a person looks: the phone app's QR code
-            lines.append(pairing_lines(ws_url, http_url, options, secret))
+        if sys.stderr.isatty():  # a person looks: a QR code for a phone
+            lines.append(pairing_lines(ws_url, http_url, options, secret, qr))
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
 
