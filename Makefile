@@ -67,6 +67,7 @@ bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/loop_bench.py
 	$(BIN)/python benchmarks/adapter_bench.py
 	$(BIN)/python benchmarks/rpc_bench.py
+	$(BIN)/python benchmarks/web_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/agents/node_modules

@@ -30,11 +30,11 @@ export class LoopView {
     return this.app.rpc;
   }
 
-  agents(names, fallback) {
+  agents(names) {
     const select = $("loop-agent");
     const chosen = select.value;
     clear(select);
-    select.append(h("option", { value: "" }, `default${fallback ? ` (${fallback})` : ""}`));
+    select.append(h("option", { value: "" }, "default agent"));
     for (const name of names) select.append(h("option", { value: name }, name));
     select.value = names.includes(chosen) ? chosen : "";
   }
@@ -91,7 +91,7 @@ export class LoopView {
     $("pause").disabled = !s.running || s.paused;
     $("resume").disabled = !s.paused;
     $("stop").disabled = !s.running;
-    $("next-task").textContent = s.next ? `Next: ${s.next.title} (task ${s.next.task_id})`
+    $("next-task").textContent = s.next && !s.running ? `Next: ${s.next.title} (task ${s.next.task_id})`
       : s.total && s.done === s.total ? "Every task is done." : "";
     $("totals").textContent = totals(s.cost);
     if (!s.running && this.current) {

@@ -95,12 +95,13 @@ class App {
     this.status = status;
     $("project").textContent = status.repo_name;
     document.title = `Ralph · ${status.repo_name}`;
-    this.loop.agents(agents, status.agent_type);
-    this.sessions.agents(agents, status.agent_type);
+    this.loop.agents(agents);
+    this.sessions.agents(agents);
     const gitEnabled = Boolean(init.capabilities && init.capabilities.git && init.capabilities.git.status);
     await Promise.all([this.loop.load(), this.sessions.load(status), this.permissions.load(),
       this.notes.load(), this.changes.load(gitEnabled)]);
     this.changes.drawFiles();
+    if (!performance.getEntriesByName("ralph:ready").length) performance.mark("ralph:ready");
     document.body.dataset.ready = "true";
   }
 

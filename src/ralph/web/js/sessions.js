@@ -30,11 +30,11 @@ export class SessionsView {
     return this.app.rpc;
   }
 
-  agents(names, fallback) {
+  agents(names) {
     const select = $("session-agent");
     const chosen = select.value;
     clear(select);
-    select.append(h("option", { value: "" }, `default${fallback ? ` (${fallback})` : ""}`));
+    select.append(h("option", { value: "" }, "default agent"));
     for (const name of names) select.append(h("option", { value: name }, name));
     select.value = names.includes(chosen) ? chosen : "";
   }
