@@ -50,7 +50,9 @@ class Browsing:
     errors: list[str] = field(default_factory=list)  # page errors: a test fails on any
 
     def open(self, path: str = f"/?token={TOKEN}", *, viewport: ViewportSize = DESKTOP,
-             color_scheme: Any = "light", wait: bool = True, **options: Any) -> Page:
+             color_scheme: Any = "light", wait: bool = True,
+             before: Callable[[Page], None] | None = None, **options: Any) -> Page:
+        """A page of `path` in a new context; `before(page)` is called before it loads."""
         assert self.served is not None
         context = self.browser.new_context(viewport=viewport,
                                            color_scheme=color_scheme, **options)
@@ -60,6 +62,8 @@ class Browsing:
         page.on("pageerror", lambda error: self.errors.append(f"{page.url}: {error}"))
         page.on("console", lambda message: self.errors.append(f"console: {message.text}")
                 if message.type == "error" and not expected_error(message.text) else None)
+        if before is not None:
+            before(page)
         page.goto(self.served.http + path)
         if wait:
             ready(page)

@@ -262,11 +262,9 @@ def test_phone_width_dark_mode_and_nothing_from_elsewhere(
     _, browsing = web
     assert browsing.served is not None
     requested: list[str] = []
-    page = browsing.open(viewport=PHONE, color_scheme="dark", is_mobile=True,
-                         has_touch=True, wait=False)
-    page.on("request", lambda request: requested.append(request.url))
-    page.reload()
-    ready(page)
+    page = browsing.open(viewport=PHONE, color_scheme="dark", is_mobile=True, has_touch=True,
+                         before=lambda page: page.on("request",
+                                                     lambda r: requested.append(r.url)))
     for name in REGIONS:
         section = region(page, name)
         section.scroll_into_view_if_needed()
@@ -291,11 +289,8 @@ def test_the_history_pages_and_the_live_view_is_bounded(project: Project,
     with serving(project.root) as served:
         browsing.served = served
         asked: list[str] = []
-        page = browsing.open(wait=False)
-        page.on("websocket", lambda ws: ws.on(
-            "framesent", lambda payload: asked.append(str(payload))))
-        page.reload()
-        ready(page)
+        page = browsing.open(before=lambda page: page.on("websocket", lambda ws: ws.on(
+            "framesent", lambda payload: asked.append(str(payload)))))
         rows = region(page, "Iterations").get_by_role("listitem")
         expect(rows).to_have_count(25)
         expect(rows.first).to_contain_text("#60")
@@ -315,3 +310,33 @@ def test_the_history_pages_and_the_live_view_is_bounded(project: Project,
         expect(page.locator("#output span")).to_have_count(500)
         expect(page.locator("#output span").last).to_have_text("line 1999\n")
 
+
+
+def test_a_session_is_continued_and_a_refused_command_is_said(
+        web: tuple[Project, Browsing]) -> None:
+    project, browsing = web
+    page = browsing.open()
+    page.get_by_label("Prompt").fill("RUN: echo one > one.txt")
+    page.get_by_label("Session agent").select_option("hooked")
+    page.get_by_role("button", name="Start session").click()
+    transcript = region(page, "Transcript")
+    expect(transcript).to_contain_text("ran: echo one > one.txt")
+    first = region(page, "Sessions").get_by_role("listitem").first
+    expect(first).to_contain_text("completed")
+    page.get_by_label("Prompt").fill("RUN: echo two > two.txt")
+    page.get_by_role("button", name="Continue session").click()
+    expect(transcript).to_contain_text("ran: echo two > two.txt")
+    sessions = region(page, "Sessions").get_by_role("listitem")
+    expect(sessions).to_have_count(2)
+    expect(sessions.first).to_contain_text("RUN: echo two")
+    assert (project.root / "two.txt").exists()
+
+    (project.root / "PRD.md").write_text(project.read_prd().replace("[ ]", "[x]"))
+    project.commit("every task done")
+    page.reload()
+    ready(page)
+    expect(page.locator("#progress-text")).to_have_text("3/3 done")
+    page.get_by_role("button", name="Step", exact=True).click()
+    refused = region(page, "Loop").get_by_role("alert")
+    expect(refused).to_contain_text(re.compile(r"^step: .+"))
+    expect(page.locator("#loop-state")).to_have_text("idle")
