@@ -10,7 +10,7 @@ import signal
 import socket
 import urllib.request
 
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, WebSocketRoute, expect
 
 from ralph.store import Store
 from ralph.testing.history import record_history
@@ -143,14 +143,15 @@ def test_a_permission_request_is_answered_from_another_browser(
     second = desk.get_by_role("article", name="Permission request: Bash")
     expect(second).to_contain_text("echo no > no.txt")
     expect(phone.get_by_role("article")).to_contain_text("echo no > no.txt")
-    second.get_by_label("Message (optional)").fill("not on a Friday")
+    # the message is the reason, whatever it says: "Yes" with Deny denies
+    second.get_by_label("Message (optional)").fill("Yes")
     second.get_by_role("button", name="Deny").click()
     for page in (phone, desk):
         expect(page.get_by_role("article")).to_have_count(0)
         expect(page.get_by_role("region", name="Permission requests")).to_be_hidden()
     transcript = region(desk, "Transcript")
     expect(transcript).to_contain_text("ran: echo yes > yes.txt")
-    expect(transcript).to_contain_text("not on a Friday")
+    expect(transcript).to_contain_text("denied: denied by remote (Ralph): Yes")
     expect(transcript).to_contain_text("completed")
     assert not (project.root / "no.txt").exists()
     sessions = region(phone, "Sessions")
@@ -183,11 +184,21 @@ def test_sessions_notes_and_changes_are_live_on_every_client(
     one.get_by_label("Prompt").fill("say hello")
     one.get_by_label("Session agent").select_option("echo")
     one.get_by_role("button", name="Start session").click()
-    expect(region(one, "Transcript")).to_contain_text("finished")
+    # the whole transcript, its start too (which came before the page asked for it)
+    expect(one.locator("#transcript")).to_contain_text("> say hello")
+    expect(one.locator("#transcript")).to_contain_text("finished")
+    expect(one.locator("#transcript")).to_contain_text("── completed ──")
     listed = region(two, "Sessions").get_by_role("listitem").first
     expect(listed).to_contain_text("say hello")
     listed.get_by_role("button", name="say hello").click()
-    expect(region(two, "Transcript")).to_contain_text("say hello")
+    # a page open before the session started: its events since, after the history
+    expect(two.locator("#transcript")).to_contain_text("> say hello")
+    expect(two.locator("#transcript")).to_contain_text("── completed ──")
+    text = str(two.locator("#transcript").text_content())
+    assert text.count("> say hello") == 1 and text.count("── completed ──") == 1, text
+    late = browsing.open()  # a page opened after it: its history only
+    region(late, "Sessions").get_by_role("button", name="say hello").click()
+    expect(late.locator("#transcript")).to_have_text(text)
 
     one.get_by_label("Note", exact=True).fill("remember the milk")
     one.get_by_label("Type", exact=True).select_option("learning")
@@ -340,3 +351,52 @@ def test_a_session_is_continued_and_a_refused_command_is_said(
     refused = region(page, "Loop").get_by_role("alert")
     expect(refused).to_contain_text(re.compile(r"^step: .+"))
     expect(page.locator("#loop-state")).to_have_text("idle")
+
+
+def test_live_events_that_overtake_a_slow_catch_up_are_not_lost(project: Project,
+                                                                 browsing: Browsing) -> None:
+    """A reconnect whose `initialize` reaches the server late (a slow network): the server
+    sends live events after a second without waiting for it, before the replay of what
+    was missed; the page orders them and shows each."""
+    configure(project, {"default": {"print": ["said by the agent"], "tick": True}})
+    port = str(free_port())
+    held: list[str] = []
+    hold = {"initialize": False}
+    routes: list[WebSocketRoute] = []
+
+    def route(ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+
+        def to_server(message: str | bytes) -> None:
+            if hold["initialize"] and '"initialize"' in str(message):
+                hold["initialize"] = False
+                held.append(str(message))
+            else:
+                server.send(message)
+
+        ws.on_message(to_server)
+        server.on_message(ws.send)
+        routes.append(server)
+
+    with serving(project.root, "--port", port) as served:
+        browsing.served = served
+        page = browsing.open(before=lambda page: page.route_web_socket(
+            re.compile(r".*/ws\b.*"), route))
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(TIMEOUT) == 0
+    status = page.get_by_role("status", name="Connection")
+    expect(status).to_contain_text("Reconnecting")
+    assert run_ralph("step", cwd=project.root).code == 0  # missed: replayed
+    hold["initialize"] = True
+    with serving(project.root, "--port", port):
+        until(lambda: bool(held), page, "a reconnect")  # its initialize held back
+        # live, sent once the server's hold of a new connection's events is over
+        assert run_ralph("step", cwd=project.root).code == 0
+        page.wait_for_timeout(500)
+        routes[-1].send(held[0])
+        expect(status).to_have_text("Connected")
+        expect(region(page, "Live output")).to_contain_text("working on task 2")
+        page.wait_for_timeout(500)
+        text = output_text(page)
+        assert text.count("working on task 1") == 1 and text.count("working on task 2") == 1
+        assert text.index("working on task 1") < text.index("working on task 2"), text

@@ -17,6 +17,7 @@ with its port): HTTP 421 otherwise, a refused upgrade for a WebSocket (DNS rebin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,20 @@ class WebFiles:
         await self.files(scope, receive, send_with_headers)
 
 
+_HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?")
+
+
+def page_headers(request: Request) -> dict[str, str]:
+    """WEB_HEADERS, the page's WebSocket named in connect-src as well: a browser that does
+    not count ws: as 'self' (older Safari) may still connect."""
+    host = request.headers.get("host", "")
+    if not _HOST.fullmatch(host):
+        return WEB_HEADERS
+    policy = WEB_HEADERS["Content-Security-Policy"].replace(
+        "connect-src 'self'", f"connect-src 'self' ws://{host} wss://{host}")
+    return {**WEB_HEADERS, "Content-Security-Policy": policy}
+
+
 def _encoded_headers() -> list[tuple[bytes, bytes]]:
     return [(k.lower().encode(), v.encode()) for k, v in WEB_HEADERS.items()]
 
@@ -90,8 +105,8 @@ class Guard:
             await self._refuse(scope, receive, send, 421, "this server answers to its own "
                                "address only (127.0.0.1 or localhost with its port)")
             return
-        if scope["path"] in OPEN_PATHS or (scope["type"] == "http"
-                                           and scope["path"].startswith(WEB_PREFIX)):
+        if scope["type"] == "http" and (scope["path"] in OPEN_PATHS
+                                        or scope["path"].startswith(WEB_PREFIX)):
             await self.app(scope, receive, send)
             return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
@@ -126,7 +141,7 @@ def build_app(state: RemoteState, registry: Registry, *, token: str | None,
     dispatcher = Dispatcher(registry)
 
     async def index(request: Request) -> Response:
-        return FileResponse(WEB_DIR / "index.html", headers=WEB_HEADERS)
+        return FileResponse(WEB_DIR / "index.html", headers=page_headers(request))
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

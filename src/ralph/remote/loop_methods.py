@@ -255,7 +255,12 @@ def register(registry: Registry, service: LoopService,
                      summary="The iteration the active run is in now, as its "
                              "event/loop_iteration_started (null: none; an extension).")
     async def loop_current() -> LoopCurrentResult:
-        return await asyncio.to_thread(current_iteration, service)
+        # the status on the event loop, as loop/status (it shares the service's state with
+        # a run of this process); the store read in a thread
+        status = status_result(service)
+        if not status.running:
+            return LoopCurrentResult(iteration=None)
+        return await asyncio.to_thread(current_iteration, service, status.activeRunId)
 
     @registry.method("loop/iterations", params=LoopIterationsParams,
                      result=LoopIterationsResult, errors=[FAILED],
@@ -319,15 +324,16 @@ def iterations_page(history: IterationHistory,
                                 total=page.total)
 
 
-def current_iteration(service: LoopService) -> LoopCurrentResult:
-    """The active run's iteration now (None: no run is active, or it is between two)."""
+def current_iteration(service: LoopService, run_id: str | None) -> LoopCurrentResult:
+    """The iteration of the active run `run_id` now (None: it is between two, or the newest
+    iteration started is a dead run's, not recovered yet)."""
     try:
-        if not service.status().running:
-            return LoopCurrentResult(iteration=None)
         frame = unfinished_iteration(service.store)
     except RalphError as exc:
         raise app_error(exc) from None
-    events = loop_events(frame) if frame is not None else []
+    if frame is None or (run_id is not None and frame.meta.get("run_id") != run_id):
+        return LoopCurrentResult(iteration=None)
+    events = loop_events(frame)
     if not events:
         return LoopCurrentResult(iteration=None)
     return LoopCurrentResult(iteration=LoopIterationStarted.model_validate(events[0][1]))

@@ -1,10 +1,13 @@
 // The page's one WebSocket to `ralph serve`: JSON-RPC 2.0 calls, the server's events, and
 // reconnecting with back-off. A reconnect sends `initialize {since_seq}` with the highest
 // `seq` seen, so the server replays exactly what was missed (docs/protocols/remote.md,
-// "Reconnecting"); events at or below what was seen are dropped all the same.
+// "Reconnecting"). Events that come before initialize's answer are held and then handled
+// in `seq` order: the server stops holding a new connection's live events back after a
+// second, so on a slow network live events may overtake the replay. An event older than
+// what was seen is dropped.
 
 const BACKOFF_S = [0.5, 1, 2, 4, 8, 15];
-const CALL_TIMEOUT_MS = 120000;
+const CALL_TIMEOUT_MS = 120000; // a call's answer; `timeoutMs: 0` waits as long as it takes
 
 export class RpcError extends Error {
   constructor(code, message, data) {
@@ -34,7 +37,9 @@ export class Connection {
     this.attempt = 0;
     this.opened = 0; // connections that got as far as initialize's answer
     this.timer = null;
-    this.closedForGood = false;
+    this.closedForGood = false; // the token was refused: no more tries
+    this.stopped = false; // the page let this connection go (another token)
+    this.held = null; // events received before initialize's answer, or null
   }
 
   url() {
@@ -44,7 +49,7 @@ export class Connection {
   }
 
   start() {
-    this.closedForGood = false;
+    if (this.stopped || this.closedForGood) return;
     clearTimeout(this.timer);
     this.onState(this.opened ? "reconnecting" : "connecting", { attempt: this.attempt });
     let ws;
@@ -58,19 +63,33 @@ export class Connection {
     let upgraded = false;
     ws.onopen = () => {
       upgraded = true;
+      this.held = [];
       const params = { protocolVersion: "1.0",
                        clientInfo: { name: "ralph-web", version: "1" } };
       if (this.lastSeq !== null) params.since_seq = this.lastSeq;
       this.call("initialize", params).then((init) => {
+        const held = this.held || [];
+        this.held = null;
+        const replayed = init.replayed || 0;
+        if (typeof init.last_seq === "number" && this.lastSeq !== null && !replayed
+            && init.last_seq < this.lastSeq) {
+          this.lastSeq = null; // the store is not the one seen before (it was reset)
+        }
+        // (a stable sort: the events of one frame share its seq and keep their order)
+        held.sort((a, b) => (a[1].seq ?? -1) - (b[1].seq ?? -1));
+        for (const [method, params] of held) this.event(method, params);
         if (typeof init.last_seq === "number") {
           this.lastSeq = Math.max(this.lastSeq ?? 0, init.last_seq);
         }
         const again = this.opened > 0;
         this.opened += 1;
         this.attempt = 0;
-        this.onState("connected", { replayed: init.replayed || 0 });
+        this.onState("connected", { replayed });
         this.onOpen(init, again);
-      }, () => ws.close());
+      }, (error) => {
+        this.lastError = describeError(error);
+        ws.close();
+      });
     };
     ws.onmessage = (message) => this.receive(message.data);
     ws.onclose = () => {
@@ -81,7 +100,8 @@ export class Connection {
         reject(new RpcError(-1, "the connection was lost"));
       }
       this.pending.clear();
-      if (this.closedForGood) return;
+      this.held = null;
+      if (this.closedForGood || this.stopped) return;
       if (!upgraded) this.probe();
       else this.retry();
     };
@@ -101,17 +121,28 @@ export class Connection {
   }
 
   retry() {
+    if (this.stopped || this.closedForGood) return;
     const base = BACKOFF_S[Math.min(this.attempt, BACKOFF_S.length - 1)];
     const delay = base * (0.8 + Math.random() * 0.4);
     this.attempt += 1;
-    this.onState("reconnecting", { attempt: this.attempt, inSeconds: delay });
+    this.onState("reconnecting", { attempt: this.attempt, inSeconds: delay,
+                                   reason: this.lastError });
+    this.lastError = null;
     this.timer = setTimeout(() => this.start(), delay * 1000);
   }
 
+  // Waiting to reconnect when the network is back or the page is looked at again (a
+  // phone waking up): try now rather than at the end of the back-off.
   reconnectNow() {
+    if (this.ws || this.stopped || this.closedForGood) return;
+    clearTimeout(this.timer);
+    this.start();
+  }
+
+  stop() {
+    this.stopped = true;
     clearTimeout(this.timer);
     if (this.ws) this.ws.close();
-    else this.start();
   }
 
   receive(text) {
@@ -130,7 +161,8 @@ export class Connection {
         if (one.error) reject(new RpcError(one.error.code, one.error.message, one.error.data));
         else resolve(one.result);
       } else if (typeof one.method === "string") {
-        this.event(one.method, one.params || {});
+        if (this.held) this.held.push([one.method, one.params || {}]);
+        else this.event(one.method, one.params || {});
       }
     }
   }
@@ -149,17 +181,17 @@ export class Connection {
     }
   }
 
-  call(method, params) {
+  call(method, params, { timeoutMs = CALL_TIMEOUT_MS } = {}) {
     const ws = this.ws;
     if (!ws || ws.readyState !== WebSocket.OPEN) {
       return Promise.reject(new RpcError(-1, "not connected to the server"));
     }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = timeoutMs ? setTimeout(() => {
         this.pending.delete(id);
-        reject(new RpcError(-1, `${method}: no answer in ${CALL_TIMEOUT_MS / 1000} s`));
-      }, CALL_TIMEOUT_MS);
+        reject(new RpcError(-1, `${method}: no answer in ${timeoutMs / 1000} s`));
+      }, timeoutMs) : null;
       this.pending.set(id, { resolve, reject, timer });
       const request = { jsonrpc: "2.0", id, method };
       if (params !== undefined) request.params = params;

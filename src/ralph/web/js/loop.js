@@ -194,17 +194,18 @@ export class LoopView {
     const agent = $("loop-agent").value || undefined;
     $("step").disabled = true;
     $("run").disabled = true;
-    await this.command("loop/step", agent ? { agent } : {});
+    // answered when the iteration ends, however long the agent takes
+    await this.command("loop/step", agent ? { agent } : {}, { timeoutMs: 0 });
   }
 
   async control(method) {
     await this.command(method);
   }
 
-  async command(method, params) {
+  async command(method, params, options) {
     showError($("loop-error"), "");
     try {
-      await this.rpc.call(method, params);
+      await this.rpc.call(method, params, options);
     } catch (error) {
       showError($("loop-error"), `${method.replace("loop/", "")}: ${describeError(error)}`);
     }

@@ -46,7 +46,7 @@ class App {
   }
 
   connect(token) {
-    if (this.rpc) this.rpc.closedForGood = true;
+    if (this.rpc) this.rpc.stop();
     this.rpc = new Connection({
       token,
       onEvent: (method, params) => this.event(method, params),
@@ -71,6 +71,7 @@ class App {
         ? `Reconnecting in ${Math.max(1, Math.round(detail.inSeconds))} s (attempt ${detail.attempt})`
         : `Reconnecting (attempt ${detail.attempt})…`;
     } else if (state === "rejected") badge.textContent = "Token rejected";
+    badge.title = detail.reason ? `The last try failed: ${detail.reason}` : "";
     const rejected = state === "rejected";
     $("rejected").hidden = !rejected;
     if (rejected) {
@@ -121,3 +122,7 @@ class App {
 const app = new App();
 window.ralph = app; // for a person's console
 app.connect(takeToken());
+window.addEventListener("online", () => app.rpc.reconnectNow());
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible") app.rpc.reconnectNow();
+});

@@ -1,12 +1,18 @@
-// Agent sessions: the list (Ralph's and the agent CLIs' own), one session's transcript
-// (session/watch replays its history, then its live events), starting, continuing and
-// stopping one.
+// Agent sessions: the list (Ralph's and the agent CLIs' own), one session's transcript,
+// starting, continuing and stopping one.
+//
+// A transcript is the session's history as session/watch replays it (its events up to
+// when this page connected), then the events that came since: every session's live events
+// reach every client, and the page keeps the recent ones of each session for a transcript
+// opened later.
 
 import { $, LineLog, clear, debounce, h, showError, when } from "./dom.js";
 import { describeError } from "./connection.js";
 
 const TRANSCRIPT_LINES = 1000;
 const LIST_LIMIT = 30;
+const BUFFERED = 2000; // live events kept per session
+const SESSIONS_BUFFERED = 20; // sessions whose live events are kept
 
 export class SessionsView {
   constructor(app) {
@@ -16,6 +22,9 @@ export class SessionsView {
     this.seat = null; // the session this server started last (agent/stop stops it)
     this.live = new Map(); // session_id -> running | waiting, from event/agent_status
     this.transcript = new LineLog($("transcript"), TRANSCRIPT_LINES);
+    this.buffers = new Map(); // session_id -> [method, params] received live
+    this.watching = null; // {id, replayedTo}: a session/watch not answered yet
+    this.lastLogSeq = null;
     this.refreshSoon = debounce(() => this.refresh(), 200);
     $("session-form").addEventListener("submit", (e) => {
       e.preventDefault();
@@ -92,6 +101,8 @@ export class SessionsView {
   async watch(sessionId) {
     this.selected = sessionId;
     this.transcript.reset();
+    const watching = { id: sessionId, replayedTo: 0 };
+    this.watching = watching;
     const summary = this.sessions.find((s) => s.session_id === sessionId);
     $("transcript-title").textContent = `Transcript: ${summary ? summary.summary || sessionId : sessionId}`;
     $("transcript-box").hidden = false;
@@ -100,7 +111,25 @@ export class SessionsView {
       await this.rpc.call("session/watch", { session_id: sessionId });
     } catch (error) {
       this.transcript.add("error", describeError(error));
+    } finally {
+      if (this.watching === watching) { // (not replaced by another watch meanwhile)
+        this.watching = null;
+        for (const [method, p] of this.buffers.get(sessionId) || []) {
+          if (p.seq > watching.replayedTo) this.render(method, p);
+        }
+      }
     }
+  }
+
+  keep(sessionId, method, p) {
+    let buffer = this.buffers.get(sessionId);
+    if (!buffer) {
+      buffer = [];
+      this.buffers.set(sessionId, buffer);
+      if (this.buffers.size > SESSIONS_BUFFERED) this.buffers.delete(this.buffers.keys().next().value);
+    }
+    buffer.push([method, p]);
+    if (buffer.length > BUFFERED) buffer.splice(0, buffer.length - BUFFERED);
   }
 
   async start(mode) {
@@ -143,19 +172,37 @@ export class SessionsView {
   event(method, p) {
     const id = p.session_id;
     if (method === "event/agent_status") {
+      if (p.replay) return; // (the state then, not now)
       if (p.state === "running" || p.state === "waiting") this.live.set(id, p.state);
       else this.live.delete(id);
       this.draw();
       return;
     }
+    if (p.replay) { // session/watch's history of the selected session
+      if (this.watching && this.watching.id === id) {
+        this.watching.replayedTo = Math.max(this.watching.replayedTo, p.seq ?? 0);
+      }
+      if (id === this.selected) this.render(method, p);
+      return;
+    }
     if (method === "event/agent_started" || method === "event/agent_stopped") this.refreshSoon();
+    if (p.seq !== undefined) this.keep(id, method, p);
     if (id !== this.selected) return;
+    // while its watch is answered, the history comes first: these are shown after it
+    if (this.watching && this.watching.id === id && p.seq !== undefined) return;
+    this.render(method, p);
+  }
+
+  render(method, p) {
     const log = this.transcript;
     switch (method) {
       case "event/agent_started":
         log.add("mark", `> ${p.prompt}`);
         break;
       case "event/agent_output":
+        if (p.type === "error" && p.seq !== undefined && p.seq === this.lastLogSeq) {
+          break; // a stderr line that is an error: shown as its agent_log already
+        }
         if (p.type === "permission_request") {
           log.add("tool_use", `? ${p.tool_name} asks for permission: ${JSON.stringify(p.input)}`);
         } else if (p.type === "tool_use" || p.type === "tool_result") {
@@ -165,6 +212,7 @@ export class SessionsView {
         }
         break;
       case "event/agent_log":
+        this.lastLogSeq = p.seq;
         log.add("stderr", p.line);
         break;
       case "event/agent_message":
