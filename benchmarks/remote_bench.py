@@ -79,6 +79,13 @@ def project(base: Path) -> Path:
 
 
 def start_server(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`ralph serve` in `root`; the process and its WebSocket's address with the token."""
+    proc, info = serve(root)
+    return proc, str(info["ws"]) + f"?token={TOKEN}"
+
+
+def serve(root: Path) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """`ralph serve --token TOKEN` in `root`, once it listens; its serve.json."""
     proc = subprocess.Popen([sys.executable, "-m", "ralph", "serve", "--port", "0",
                              "--token", TOKEN], cwd=root, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -89,7 +96,7 @@ def start_server(root: Path) -> tuple[subprocess.Popen[bytes], str]:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit("ralph serve did not start")
         time.sleep(0.05)
-    return proc, json.loads(serve_file.read_text())["ws"] + f"?token={TOKEN}"
+    return proc, dict(json.loads(serve_file.read_text()))
 
 
 def cpu_seconds(pid: int) -> float:

@@ -21,7 +21,6 @@ Medians of the warm runs, with min and max. Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -30,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -40,7 +38,10 @@ from ralph.scaffold import scaffold
 from ralph.store import Store
 from ralph.testing.history import record_history
 
-TOKEN = "bench-token"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from remote_bench import TOKEN, serve
+
 TASKS = 10
 
 
@@ -56,20 +57,6 @@ def make_project(base: Path, iterations: int) -> Path:
     with Store(root / ".ralph" / "store", durability="never") as store:
         record_history(store, iterations, TASKS)
     return root
-
-
-def serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    ralph = str(Path(sys.executable).with_name("ralph"))
-    proc = subprocess.Popen([ralph, "serve", "--port", "0", "--token", TOKEN], cwd=root,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    serve_file = root / ".ralph" / "serve.json"
-    deadline = time.monotonic() + 60
-    while not serve_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("ralph serve did not start")
-        time.sleep(0.05)
-    return proc, str(json.loads(serve_file.read_text())["http"])
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -98,7 +85,8 @@ def timings(browser: Browser, http: str) -> tuple[float, float, int]:
 
 
 def measure(browser: Browser, root: Path, runs: int) -> dict[str, float]:
-    proc, http = serve(root)
+    proc, info = serve(root)
+    http = str(info["http"])
     try:
         cold_paint, cold_ready, shown = timings(browser, http)
         paints, readies = [], []

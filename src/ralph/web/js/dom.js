@@ -25,6 +25,15 @@ export function clear(element) {
   element.replaceChildren();
 }
 
+/** A <select> of agents: "default agent" (the server's default), then `names`. */
+export function agentChoices(select, names) {
+  const chosen = select.value;
+  clear(select);
+  select.append(h("option", { value: "" }, "default agent"));
+  for (const name of names) select.append(h("option", { value: name }, name));
+  select.value = names.includes(chosen) ? chosen : "";
+}
+
 export function showError(element, text) {
   element.textContent = text || "";
 }

@@ -1,7 +1,7 @@
 // The loop: its state and progress, the controls, the current iteration and its live
 // output, the tasks, and the iteration history (a page at a time through loop/iterations).
 
-import { $, LineLog, clear, count, debounce, h, seconds, showError, usd } from "./dom.js";
+import { $, agentChoices, LineLog, clear, count, debounce, h, seconds, showError, usd } from "./dom.js";
 import { describeError } from "./connection.js";
 
 const OUTPUT_LINES = 500; // the live view keeps this many lines
@@ -31,12 +31,7 @@ export class LoopView {
   }
 
   agents(names) {
-    const select = $("loop-agent");
-    const chosen = select.value;
-    clear(select);
-    select.append(h("option", { value: "" }, "default agent"));
-    for (const name of names) select.append(h("option", { value: name }, name));
-    select.value = names.includes(chosen) ? chosen : "";
+    agentChoices($("loop-agent"), names);
   }
 
   async refresh() {

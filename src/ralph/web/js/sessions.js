@@ -6,7 +6,7 @@
 // reach every client, and the page keeps the recent ones of each session for a transcript
 // opened later.
 
-import { $, LineLog, clear, debounce, h, showError, when } from "./dom.js";
+import { $, agentChoices, LineLog, clear, debounce, h, showError, when } from "./dom.js";
 import { describeError } from "./connection.js";
 
 const TRANSCRIPT_LINES = 1000;
@@ -40,12 +40,7 @@ export class SessionsView {
   }
 
   agents(names) {
-    const select = $("session-agent");
-    const chosen = select.value;
-    clear(select);
-    select.append(h("option", { value: "" }, "default agent"));
-    for (const name of names) select.append(h("option", { value: name }, name));
-    select.value = names.includes(chosen) ? chosen : "";
+    agentChoices($("session-agent"), names);
   }
 
   async load(status) {
