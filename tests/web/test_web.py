@@ -10,7 +10,7 @@ import signal
 import socket
 import urllib.request
 
-from playwright.sync_api import Locator, Page, WebSocketRoute, expect
+from playwright.sync_api import Locator, Page, Route, WebSocket, WebSocketRoute, expect
 
 from ralph.store import Store
 from ralph.testing.history import record_history
@@ -198,6 +198,12 @@ def test_sessions_notes_and_changes_are_live_on_every_client(
     assert text.count("> say hello") == 1 and text.count("── completed ──") == 1, text
     late = browsing.open()  # a page opened after it: its history only
     region(late, "Sessions").get_by_role("button", name="say hello").click()
+    expect(late.locator("#transcript")).to_have_text(text)
+    # a double click, and another session picked and this one again at once: one transcript
+    region(late, "Sessions").get_by_role("button", name="say hello").dblclick()
+    late.evaluate("""() => { const s = window.ralph.sessions, id = s.sessions[0].session_id;
+        s.watch(id); s.watch('nobody'); s.watch(id); }""")
+    late.wait_for_timeout(1000)
     expect(late.locator("#transcript")).to_have_text(text)
 
     one.get_by_label("Note", exact=True).fill("remember the milk")
@@ -400,3 +406,36 @@ def test_live_events_that_overtake_a_slow_catch_up_are_not_lost(project: Project
         text = output_text(page)
         assert text.count("working on task 1") == 1 and text.count("working on task 2") == 1
         assert text.index("working on task 1") < text.index("working on task 2"), text
+
+
+def test_a_wake_up_while_the_token_is_checked_opens_one_socket(project: Project,
+                                                                browsing: Browsing) -> None:
+    """The page is told the network is back while it asks the server why its last try
+    failed (a refused token, or the server away): the try it makes then is the only one."""
+    configure(project, {"default": {"print": ["said once"], "tick": True}})
+    port = str(free_port())
+    sockets: list[WebSocket] = []
+    probes: list[Route] = []
+    with serving(project.root, "--port", port) as served:
+        browsing.served = served
+        # (Playwright calls Python functions, not built-in methods such as list.append)
+        page = browsing.open(before=lambda page: page.on(
+            "websocket", lambda ws: sockets.append(ws)))  # noqa: PLW0108
+        page.route("**/api/status", lambda route: probes.append(route))  # noqa: PLW0108
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(TIMEOUT) == 0
+    until(lambda: bool(probes), page, "a probe of the token")
+    with serving(project.root, "--port", port):
+        page.evaluate("window.dispatchEvent(new Event('online'))")
+        status = page.get_by_role("status", name="Connection")
+        expect(status).to_have_text("Connected")
+        for probe in probes:  # its answer comes after the new connection: ignored
+            probe.continue_()
+        page.unroute("**/api/status")
+        page.wait_for_timeout(2000)
+        assert len([ws for ws in sockets if not ws.is_closed()]) == 1
+        assert run_ralph("step", cwd=project.root).code == 0
+        expect(region(page, "Live output")).to_contain_text("iteration 1 finished")
+        page.wait_for_timeout(500)
+        assert output_text(page).count("said once") == 1
+        expect(status).to_have_text("Connected")

@@ -66,12 +66,14 @@ class WebFiles:
         await self.files(scope, receive, send_with_headers)
 
 
-_HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?")
+_HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]+)?")
 
 
 def page_headers(request: Request) -> dict[str, str]:
     """WEB_HEADERS, the page's WebSocket named in connect-src as well: a browser that does
-    not count ws: as 'self' (older Safari) may still connect."""
+    not count ws: as 'self' (older Safari) may still connect. Only a host name or IPv4
+    address (with its port) is named: nothing else a Host header holds reaches the policy,
+    and an IPv6 address is not a valid CSP source (that page relies on 'self')."""
     host = request.headers.get("host", "")
     if not _HOST.fullmatch(host):
         return WEB_HEADERS

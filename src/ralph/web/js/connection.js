@@ -8,6 +8,8 @@
 
 const BACKOFF_S = [0.5, 1, 2, 4, 8, 15];
 const CALL_TIMEOUT_MS = 120000; // a call's answer; `timeoutMs: 0` waits as long as it takes
+const CHECK_TIMEOUT_MS = 5000; // a socket that does not answer status/get in this is dead
+const SILENCE_MS = 75000; // 2.5 heartbeats of `ralph serve`'s default 30 s
 
 export class RpcError extends Error {
   constructor(code, message, data) {
@@ -40,6 +42,9 @@ export class Connection {
     this.closedForGood = false; // the token was refused: no more tries
     this.stopped = false; // the page let this connection go (another token)
     this.held = null; // events received before initialize's answer, or null
+    this.generation = 0; // tries so far
+    this.heard = 0; // when the socket last brought a message
+    this.watchdogTimer = setInterval(() => this.watchdog(), 15000);
   }
 
   url() {
@@ -49,8 +54,9 @@ export class Connection {
   }
 
   start() {
-    if (this.stopped || this.closedForGood) return;
+    if (this.stopped || this.closedForGood || this.ws) return;
     clearTimeout(this.timer);
+    const generation = ++this.generation; // (a probe or timer of an older try is void)
     this.onState(this.opened ? "reconnecting" : "connecting", { attempt: this.attempt });
     let ws;
     try {
@@ -60,6 +66,7 @@ export class Connection {
       return;
     }
     this.ws = ws;
+    this.heard = Date.now();
     let upgraded = false;
     ws.onopen = () => {
       upgraded = true;
@@ -67,7 +74,8 @@ export class Connection {
       const params = { protocolVersion: "1.0",
                        clientInfo: { name: "ralph-web", version: "1" } };
       if (this.lastSeq !== null) params.since_seq = this.lastSeq;
-      this.call("initialize", params).then((init) => {
+      // no time limit: a long catch-up is answered after it; a lost socket ends the call
+      this.call("initialize", params, { timeoutMs: 0 }).then((init) => {
         const held = this.held || [];
         this.held = null;
         const replayed = init.replayed || 0;
@@ -88,40 +96,63 @@ export class Connection {
         this.onOpen(init, again);
       }, (error) => {
         this.lastError = describeError(error);
-        ws.close();
+        this.lost(ws);
       });
     };
-    ws.onmessage = (message) => this.receive(message.data);
+    ws.onmessage = (message) => {
+      this.heard = Date.now();
+      this.receive(message.data);
+    };
     ws.onclose = () => {
       if (this.ws !== ws) return;
-      this.ws = null;
-      for (const { reject, timer } of this.pending.values()) {
-        clearTimeout(timer);
-        reject(new RpcError(-1, "the connection was lost"));
+      if (!upgraded) {
+        this.forget(ws);
+        if (!this.closedForGood && !this.stopped) this.probe(generation);
+      } else {
+        this.lost(ws);
       }
-      this.pending.clear();
-      this.held = null;
-      if (this.closedForGood || this.stopped) return;
-      if (!upgraded) this.probe();
-      else this.retry();
     };
   }
 
+  // The socket is done with (closed, or found dead): its calls fail, and a new try follows.
+  lost(ws) {
+    if (this.ws !== ws) return;
+    this.forget(ws);
+    ws.close();
+    this.retry();
+  }
+
+  forget(ws) {
+    if (this.ws !== ws) return;
+    this.ws = null;
+    for (const { reject, timer } of this.pending.values()) {
+      clearTimeout(timer);
+      reject(new RpcError(-1, "the connection was lost"));
+    }
+    this.pending.clear();
+    this.held = null;
+  }
+
   // A refused upgrade says nothing in a browser: ask over HTTP whether the token is wrong.
-  probe() {
+  probe(generation) {
     const headers = this.token ? { Authorization: `Bearer ${this.token}` } : {};
+    const current = () => generation === this.generation && !this.stopped && !this.ws;
     fetch("/api/status", { headers, cache: "no-store" }).then((response) => {
+      if (!current()) return;
       if (response.status === 401) {
         this.closedForGood = true;
         this.onState("rejected", { hadToken: Boolean(this.token) });
       } else {
         this.retry();
       }
-    }, () => this.retry());
+    }, () => {
+      if (current()) this.retry();
+    });
   }
 
   retry() {
-    if (this.stopped || this.closedForGood) return;
+    if (this.stopped || this.closedForGood || this.ws) return;
+    clearTimeout(this.timer);
     const base = BACKOFF_S[Math.min(this.attempt, BACKOFF_S.length - 1)];
     const delay = base * (0.8 + Math.random() * 0.4);
     this.attempt += 1;
@@ -131,17 +162,42 @@ export class Connection {
     this.timer = setTimeout(() => this.start(), delay * 1000);
   }
 
-  // Waiting to reconnect when the network is back or the page is looked at again (a
-  // phone waking up): try now rather than at the end of the back-off.
+  // The network is back or the page is looked at again (a phone waking up): waiting to
+  // reconnect, try now rather than at the end of the back-off; connected, make sure the
+  // socket still answers (after a sleep it is often dead without knowing it).
   reconnectNow() {
-    if (this.ws || this.stopped || this.closedForGood) return;
-    clearTimeout(this.timer);
+    if (this.stopped || this.closedForGood) return;
+    if (this.ws) {
+      this.check();
+      return;
+    }
+    this.generation += 1; // a probe under way is void
     this.start();
+  }
+
+  check() {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return;
+    this.call("status/get", undefined, { timeoutMs: CHECK_TIMEOUT_MS }).catch((error) => {
+      if (error instanceof RpcError && error.code === -1) {
+        this.lastError = "the server did not answer";
+        this.lost(ws);
+      }
+    });
+  }
+
+  // Silence longer than a few heartbeats: ask whether anyone is still there.
+  watchdog() {
+    if (this.ws && Date.now() - this.heard > SILENCE_MS) {
+      this.heard = Date.now();
+      this.check();
+    }
   }
 
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearInterval(this.watchdogTimer);
     if (this.ws) this.ws.close();
   }
 

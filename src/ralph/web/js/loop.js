@@ -2,7 +2,7 @@
 // output, the tasks, and the iteration history (a page at a time through loop/iterations).
 
 import { $, agentChoices, LineLog, clear, count, debounce, h, seconds, showError, usd } from "./dom.js";
-import { describeError } from "./connection.js";
+import { RpcError, describeError } from "./connection.js";
 
 const OUTPUT_LINES = 500; // the live view keeps this many lines
 const PAGE = 25; // iterations per page
@@ -202,7 +202,10 @@ export class LoopView {
     try {
       await this.rpc.call(method, params, options);
     } catch (error) {
-      showError($("loop-error"), `${method.replace("loop/", "")}: ${describeError(error)}`);
+      const lost = error instanceof RpcError && error.code === -1 && method === "loop/step";
+      showError($("loop-error"), lost
+        ? "step: the connection was lost; the step goes on on the server (its events follow)"
+        : `${method.replace("loop/", "")}: ${describeError(error)}`);
     }
     this.refreshSoon();
   }

@@ -7,12 +7,13 @@
 // opened later.
 
 import { $, agentChoices, LineLog, clear, debounce, h, showError, when } from "./dom.js";
-import { describeError } from "./connection.js";
+import { RpcError, describeError } from "./connection.js";
 
 const TRANSCRIPT_LINES = 1000;
 const LIST_LIMIT = 30;
 const BUFFERED = 2000; // live events kept per session
-const SESSIONS_BUFFERED = 20; // sessions whose live events are kept
+const BUFFERED_CHARS = 1000000; // ... and characters of them
+const SESSIONS_BUFFERED = 20; // sessions whose live events are kept (the latest active)
 
 export class SessionsView {
   constructor(app) {
@@ -22,8 +23,9 @@ export class SessionsView {
     this.seat = null; // the session this server started last (agent/stop stops it)
     this.live = new Map(); // session_id -> running | waiting, from event/agent_status
     this.transcript = new LineLog($("transcript"), TRANSCRIPT_LINES);
-    this.buffers = new Map(); // session_id -> [method, params] received live
-    this.watching = null; // {id, replayedTo}: a session/watch not answered yet
+    this.buffers = new Map(); // session_id -> {events: [method, params, chars], chars, trimmed}
+    this.watching = null; // {id, replayedTo}: the session/watch in flight
+    this.wanted = null; // a session to watch once the one in flight is answered
     this.lastLogSeq = null;
     this.refreshSoon = debounce(() => this.refresh(), 200);
     $("session-form").addEventListener("submit", (e) => {
@@ -93,38 +95,68 @@ export class SessionsView {
     $("stop-session").disabled = !(seatState === "running" || seatState === "waiting");
   }
 
+  // Watches go one at a time (the server answers one per connection at a time, and a
+  // replayed event does not say which watch it is for): the latest one asked for is sent
+  // when the one in flight is answered, and only the replay of the one still wanted is
+  // shown.
   async watch(sessionId) {
-    this.selected = sessionId;
-    this.transcript.reset();
-    const watching = { id: sessionId, replayedTo: 0 };
-    this.watching = watching;
     const summary = this.sessions.find((s) => s.session_id === sessionId);
     $("transcript-title").textContent = `Transcript: ${summary ? summary.summary || sessionId : sessionId}`;
     $("transcript-box").hidden = false;
+    const again = this.selected === sessionId && this.watching && this.watching.id === sessionId
+      && this.wanted === null;
+    this.selected = sessionId;
     this.draw();
-    try {
-      await this.rpc.call("session/watch", { session_id: sessionId });
-    } catch (error) {
-      this.transcript.add("error", describeError(error));
-    } finally {
-      if (this.watching === watching) { // (not replaced by another watch meanwhile)
-        this.watching = null;
-        for (const [method, p] of this.buffers.get(sessionId) || []) {
-          if (p.seq > watching.replayedTo) this.render(method, p);
-        }
+    if (again) return; // (a double click: that watch is under way)
+    this.wanted = sessionId;
+    if (this.watching) return; // sent when the one in flight is answered
+    while (this.wanted !== null) {
+      const watching = { id: this.wanted, replayedTo: 0 };
+      this.wanted = null;
+      this.watching = watching;
+      this.transcript.reset();
+      let lost = false;
+      try {
+        await this.rpc.call("session/watch", { session_id: watching.id });
+      } catch (error) {
+        lost = error instanceof RpcError && error.code === -1; // (watched again on reconnect)
+        if (!lost && this.wanted === null) this.transcript.add("error", describeError(error));
       }
+      this.watching = null;
+      if (this.wanted === null && !lost) this.catchUp(watching);
     }
   }
 
-  keep(sessionId, method, p) {
-    let buffer = this.buffers.get(sessionId);
-    if (!buffer) {
-      buffer = [];
-      this.buffers.set(sessionId, buffer);
-      if (this.buffers.size > SESSIONS_BUFFERED) this.buffers.delete(this.buffers.keys().next().value);
+  // After a watch's history: the session's events this page has had since (kept).
+  catchUp(watching) {
+    const kept = this.buffers.get(watching.id);
+    if (!kept) return;
+    if (kept.trimmed && kept.events.length && kept.events[0][1].seq > watching.replayedTo) {
+      this.transcript.mark("… (earlier events not kept by this page: reload it for them)");
     }
-    buffer.push([method, p]);
-    if (buffer.length > BUFFERED) buffer.splice(0, buffer.length - BUFFERED);
+    for (const [method, p] of kept.events) {
+      if (p.seq > watching.replayedTo) this.render(method, p);
+    }
+  }
+
+  // The session's live events, for a transcript opened later: the most recently active
+  // sessions', bounded in events and characters; never the selected one's dropped.
+  keep(sessionId, method, p) {
+    let kept = this.buffers.get(sessionId);
+    if (kept) this.buffers.delete(sessionId); // (to the end: most recently active)
+    else kept = { events: [], chars: 0, trimmed: false };
+    this.buffers.set(sessionId, kept);
+    const size = String(p.content ?? p.line ?? p.prompt ?? "").length;
+    kept.events.push([method, p, size]);
+    kept.chars += size;
+    while (kept.events.length > BUFFERED || kept.chars > BUFFERED_CHARS) {
+      kept.chars -= kept.events.shift()[2];
+      kept.trimmed = true;
+    }
+    for (const id of this.buffers.keys()) {
+      if (this.buffers.size <= SESSIONS_BUFFERED) break;
+      if (id !== this.selected) this.buffers.delete(id);
+    }
   }
 
   async start(mode) {
@@ -173,18 +205,19 @@ export class SessionsView {
       this.draw();
       return;
     }
-    if (p.replay) { // session/watch's history of the selected session
-      if (this.watching && this.watching.id === id) {
+    if (p.replay) { // the history of the watch in flight: shown if it is still wanted
+      if (this.watching && this.watching.id === id && this.wanted === null) {
         this.watching.replayedTo = Math.max(this.watching.replayedTo, p.seq ?? 0);
+        this.render(method, p);
       }
-      if (id === this.selected) this.render(method, p);
       return;
     }
     if (method === "event/agent_started" || method === "event/agent_stopped") this.refreshSoon();
     if (p.seq !== undefined) this.keep(id, method, p);
     if (id !== this.selected) return;
-    // while its watch is answered, the history comes first: these are shown after it
-    if (this.watching && this.watching.id === id && p.seq !== undefined) return;
+    // while a watch of it is under way, its history comes first: these are shown after it
+    const pending = (this.watching && this.watching.id === id) || this.wanted === id;
+    if (pending && p.seq !== undefined) return;
     this.render(method, p);
   }
 
