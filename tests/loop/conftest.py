@@ -78,14 +78,19 @@ class Project:
         return dict(json.loads((self.root / ".ralph" / "state.json").read_text()))
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Iterator[Project]:
-    root = tmp_path / "proj"
+def new_repository(root: Path) -> None:
+    """`root`: a new git repository (with a committer) and `ralph init`'s files (md PRD)."""
     root.mkdir()
     git(root, "init", "-q")
     git(root, "config", "user.name", "Test")
     git(root, "config", "user.email", "test@localhost")
     scaffold(root, "md", False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    root = tmp_path / "proj"
+    new_repository(root)
     proj = Project(root, tmp_path / "plan.json")
     proj.prd(THREE_TASKS)
     proj.plan({"default": {"print": ["did nothing"]}})

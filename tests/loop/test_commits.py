@@ -16,10 +16,16 @@ import pytest
 
 from ralph.loop import LoopError
 from ralph.loop.service import LIFE_SLACK_NS
-from ralph.scaffold import scaffold
 from ralph.store import Frame
 from ralph.testing import misbehaving
-from tests.loop.conftest import THREE_TASKS, Project, git, start_orchestrator, wait_for
+from tests.loop.conftest import (
+    THREE_TASKS,
+    Project,
+    git,
+    new_repository,
+    start_orchestrator,
+    wait_for,
+)
 
 RALPH = [sys.executable, "-m", "ralph"]
 
@@ -80,11 +86,7 @@ def test_the_readme_flow_commits_the_project_files_apart_from_the_agents_work(
     """git init, ralph init, edit PRD.md, ralph step: the scaffold and the PRD are one
     commit, the agent's work another."""
     root = tmp_path / "proj"
-    root.mkdir()
-    git(root, "init", "-q")
-    git(root, "config", "user.name", "Test")
-    git(root, "config", "user.email", "test@localhost")
-    scaffold(root, "md", False)
+    new_repository(root)
     (root / "PRD.md").write_text(THREE_TASKS)
     plan = tmp_path / "plan.json"
     plan.write_text('{"default": {"tick": true, "write": {"src/app.py": "print(1)\\n"}}}')

@@ -8,7 +8,9 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pexpect  # type: ignore[import-untyped]  # (no types-pexpect in the dev deps)
 import segno
@@ -41,16 +43,16 @@ def test_the_qr_code_is_the_json_drawn_with_blocks() -> None:
     assert set(text) <= set("█▀▄ \n")
 
 
-def test_ralph_serve_shows_the_qr_code_in_a_terminal_only(tmp_path: Path) -> None:
-    root = tmp_path / "proj"
-    (root / ".ralph").mkdir(parents=True)
-    child = pexpect.spawn(RALPH_BIN, ["serve", "--port", "0", "--token", TOKEN],
+@contextlib.contextmanager
+def in_terminal(root: Path, *args: str) -> Iterator[Any]:
+    """`ralph serve --token TOKEN ARGS` in a pseudo-terminal; SIGTERM at the end, which it
+    must end with 0."""
+    child = pexpect.spawn(RALPH_BIN, ["serve", "--port", "0", "--token", TOKEN, *args],
                           cwd=str(root), encoding="utf-8", codec_errors="replace",
                           dimensions=(80, 200), timeout=TIMEOUT,
                           env={**os.environ, "TERM": "xterm-256color"})
     try:
-        child.expect("scan to connect")
-        child.expect("█▀▀▀▀▀█|██ ▄▄▄▄▄ █")  # a finder pattern's edge
+        yield child
         child.kill(signal.SIGTERM)
         child.expect(pexpect.EOF)
     finally:
@@ -59,6 +61,14 @@ def test_ralph_serve_shows_the_qr_code_in_a_terminal_only(tmp_path: Path) -> Non
                 os.killpg(child.pid, signal.SIGKILL)
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+def test_ralph_serve_shows_the_qr_code_in_a_terminal_only(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    (root / ".ralph").mkdir(parents=True)
+    with in_terminal(root) as child:
+        child.expect("scan to connect")
+        child.expect("█▀▀▀▀▀█|██ ▄▄▄▄▄ █")  # a finder pattern's edge
 
     proc = start(root, "--token", TOKEN)  # stderr a pipe: no QR code
     wait_served(proc, root)
@@ -70,25 +80,13 @@ def test_ralph_serve_shows_the_qr_code_in_a_terminal_only(tmp_path: Path) -> Non
 def test_ralph_serve_draws_the_web_monitors_address_with_qr_web(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     (root / ".ralph").mkdir(parents=True)
-    child = pexpect.spawn(RALPH_BIN, ["serve", "--port", "0", "--token", TOKEN, "--qr", "web"],
-                          cwd=str(root), encoding="utf-8", codec_errors="replace",
-                          dimensions=(80, 200), timeout=TIMEOUT,
-                          env={**os.environ, "TERM": "xterm-256color"})
-    try:
+    with in_terminal(root, "--qr", "web") as child:
         child.expect(r"web monitor: (http://127\.0\.0\.1:\d+)/\?token=a-test-token\r\n")
         http = child.match.group(1)
         child.expect_exact(f"scan to open the web monitor ({http}/):\r\n")
         # the code a phone's camera reads is the page's address with the token
         drawn = qr_text(f"{http}/?token={TOKEN}").replace("\n", "\r\n")
         child.expect_exact(drawn)
-        child.kill(signal.SIGTERM)
-        child.expect(pexpect.EOF)
-    finally:
-        if child.isalive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_an_unknown_qr_kind_is_refused(tmp_path: Path) -> None:

@@ -13,20 +13,15 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-from ralph.scaffold import scaffold
 from tests.cli.helpers import run_ralph
-from tests.loop.conftest import THREE_TASKS, Project, git
+from tests.loop.conftest import THREE_TASKS, Project, new_repository
 from tests.remote.test_serve import TOKEN, serving
 from tests.web.conftest import DESKTOP, PHONE, chromium_executable, configure, ready
 
 
 def make_project(base: Path) -> Project:
     root = base / "shop"
-    root.mkdir()
-    git(root, "init", "-q")
-    git(root, "config", "user.name", "Ralph")
-    git(root, "config", "user.email", "ralph@localhost")
-    scaffold(root, "md", False)
+    new_repository(root)
     project = Project(root, base / "plan.json")
     project.prd(THREE_TASKS.replace("First task", "Add the product list")
                 .replace("Second task", "Add the cart").replace("Third task", "Check out"))

@@ -32,6 +32,14 @@ def output_text(page: Page) -> str:
     return str(page.locator("#output").text_content() or "")
 
 
+def start_session(page: Page, prompt: str, agent: str, approvals: str = "auto") -> None:
+    """Start an agent session from the page's form."""
+    page.get_by_label("Prompt").fill(prompt)
+    page.get_by_label("Session agent").select_option(agent)
+    page.get_by_label("Approvals").select_option(approvals)
+    page.get_by_role("button", name="Start session").click()
+
+
 def test_the_page_is_open_and_the_api_is_not(web: tuple[Project, Browsing]) -> None:
     _, browsing = web
     assert browsing.served is not None
@@ -127,10 +135,7 @@ def test_a_permission_request_is_answered_from_another_browser(
         web: tuple[Project, Browsing]) -> None:
     project, browsing = web
     phone, desk = browsing.open(viewport=PHONE), browsing.open()
-    desk.get_by_label("Prompt").fill("RUN: echo yes > yes.txt\nRUN: echo no > no.txt")
-    desk.get_by_label("Session agent").select_option("hooked")
-    desk.get_by_label("Approvals").select_option("ask")
-    desk.get_by_role("button", name="Start session").click()
+    start_session(desk, "RUN: echo yes > yes.txt\nRUN: echo no > no.txt", "hooked", "ask")
     for page in (phone, desk):
         card = page.get_by_role("article", name="Permission request: Bash")
         expect(card).to_have_count(1)
@@ -163,10 +168,7 @@ def test_a_page_opened_while_an_agent_waits_shows_its_request(
         web: tuple[Project, Browsing]) -> None:
     project, browsing = web
     first = browsing.open()
-    first.get_by_label("Prompt").fill("RUN: echo later > later.txt")
-    first.get_by_label("Session agent").select_option("hooked")
-    first.get_by_label("Approvals").select_option("ask")
-    first.get_by_role("button", name="Start session").click()
+    start_session(first, "RUN: echo later > later.txt", "hooked", "ask")
     expect(first.get_by_role("article")).to_have_count(1)
     late = browsing.open()  # agent/pending: the request made before it opened
     card = late.get_by_role("article", name="Permission request: Bash")
@@ -181,9 +183,7 @@ def test_sessions_notes_and_changes_are_live_on_every_client(
         web: tuple[Project, Browsing]) -> None:
     project, browsing = web
     one, two = browsing.open(), browsing.open()
-    one.get_by_label("Prompt").fill("say hello")
-    one.get_by_label("Session agent").select_option("echo")
-    one.get_by_role("button", name="Start session").click()
+    start_session(one, "say hello", "echo")
     # the whole transcript, its start too (which came before the page asked for it)
     expect(one.locator("#transcript")).to_contain_text("> say hello")
     expect(one.locator("#transcript")).to_contain_text("finished")
@@ -333,9 +333,7 @@ def test_a_session_is_continued_and_a_refused_command_is_said(
         web: tuple[Project, Browsing]) -> None:
     project, browsing = web
     page = browsing.open()
-    page.get_by_label("Prompt").fill("RUN: echo one > one.txt")
-    page.get_by_label("Session agent").select_option("hooked")
-    page.get_by_role("button", name="Start session").click()
+    start_session(page, "RUN: echo one > one.txt", "hooked")
     transcript = region(page, "Transcript")
     expect(transcript).to_contain_text("ran: echo one > one.txt")
     first = region(page, "Sessions").get_by_role("listitem").first
