@@ -5,6 +5,7 @@ UTF-8 as is."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,45 @@ class FileFormatError(RalphError):
     """A file that is not valid YAML, or a front matter that is not where it must be."""
 
 
+# YAML 1.2's core schema, as AgentCompany's YAML library reads and writes: `2026-02-10T20:58Z`
+# is a string (not a timestamp), `yes`/`on` are strings (not booleans), `<<` merges nothing.
+_CORE_RESOLVERS: list[tuple[str, re.Pattern[str], list[str]]] = [
+    ("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+     list("tTfF")),
+    ("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+     list("-+0123456789")),
+    ("tag:yaml.org,2002:float", re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"), list("-+.0123456789")),
+]
+
+
+def _core_schema(cls: Any) -> None:
+    cls.yaml_implicit_resolvers = {}
+    for tag, pattern, first in _CORE_RESOLVERS:
+        for char in first:
+            cls.yaml_implicit_resolvers.setdefault(char, []).append((tag, pattern))
+
+
+class _Loader(yaml.SafeLoader):
+    def construct_yaml_int(self, node: Any) -> int:
+        value = str(self.construct_scalar(node))
+        if value.startswith("0o"):
+            return int(value[2:], 8)
+        return int(value, 0) if value.startswith("0x") else int(value)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_core_schema(_Loader)
+
+
 class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True  # a value written twice is written twice, never as an anchor
+
+
+_core_schema(_Dumper)
 
 
 def dump_yaml(data: Any) -> str:
@@ -30,7 +67,7 @@ def dump_yaml(data: Any) -> str:
     back as written (NEL and the Unicode line separators are line breaks to YAML)."""
     text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                      default_flow_style=False, width=10_000)
-    if any(char in text for char in _BREAKS) and yaml.safe_load(text) != data:
+    if any(char in text for char in _BREAKS) and yaml.load(text, Loader=_Loader) != data:
         text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=False,
                          default_flow_style=False, width=10_000)
     return text
@@ -41,7 +78,7 @@ _BREAKS = ("\x85", "\u2028", "\u2029")
 
 def load_yaml(text: str, where: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)  # (a safe loader, with the core schema)
     except yaml.YAMLError as exc:
         raise FileFormatError(f"{where}: {' '.join(str(exc).split())}") from None
 
