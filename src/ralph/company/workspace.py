@@ -1,0 +1,313 @@
+"""An AgentCompany workspace: its layout, `init` (the directories and the company, policy
+and machine files) and `validate` (every file checked against its schema, in the order
+and with the issue codes and messages AgentCompany gives, paths relative to the workspace).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ralph.company.files import FileFormatError, read_front_matter, read_yaml, split_front_matter
+from ralph.company.files import write_yaml as _write_yaml
+from ralph.company.ids import new_id
+from ralph.company.schemas import (
+    ARTIFACT_HEADINGS,
+    AgentYaml,
+    ArtifactFrontMatter,
+    CompanyYaml,
+    ContextPackManifestYaml,
+    HelpRequestFrontMatter,
+    MachineYaml,
+    MemoryDeltaFrontMatter,
+    MilestoneReportFrontMatter,
+    PolicySnapshotYaml,
+    PolicyYaml,
+    ProjectYaml,
+    ReviewYaml,
+    RunYaml,
+    SharePackManifestYaml,
+    TaskFrontMatter,
+    TeamYaml,
+    schema_issues,
+)
+from ralph.errors import RalphError
+
+REQUIRED_DIRS = ("company", "company/migrations", "org", "org/teams", "org/agents", "work",
+                 "work/projects", "inbox", "inbox/reviews", "inbox/help_requests", ".local")
+COMPANY_FILE = "company/company.yaml"
+POLICY_FILE = "company/policy.yaml"
+MACHINE_FILE = ".local/machine.yaml"
+REQUIRED_FILES = (COMPANY_FILE, POLICY_FILE, MACHINE_FILE)
+DEFAULT_COMPANY_NAME = "AgentCompany"
+TASK_HEADINGS = ("Contract", "Milestones")
+HELP_HEADINGS = ("Question", "Response")
+
+
+class WorkspaceError(RalphError):
+    """A workspace that cannot be made or read as asked."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    code: str
+    message: str
+    path: str | None = None  # relative to the workspace; None where the original gives none
+
+    def to_dict(self) -> dict[str, str]:
+        found = {"code": self.code, "message": self.message}
+        if self.path is not None:
+            found["path"] = self.path
+        return found
+
+
+def now_iso() -> str:
+    """UTC, milliseconds, `Z`: `2026-02-10T20:58:31.123Z` (JavaScript's toISOString)."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def init_workspace(root: Path, company_name: str = DEFAULT_COMPANY_NAME, *,
+                   force: bool = False, shown_as: str | None = None) -> None:
+    """The directories and the company, policy and machine files of a new workspace in
+    `root` (made if missing). A directory that holds anything is refused unless `force`,
+    which writes the three files again (a new company id) and removes nothing."""
+    try:
+        holds = any(root.iterdir())
+    except FileNotFoundError:
+        holds = False
+    except NotADirectoryError:
+        raise WorkspaceError(f"{shown_as or root} is not a directory") from None
+    if holds and not force:
+        raise WorkspaceError(f"Refusing to initialize in a non-empty directory "
+                             f"({shown_as or root}). Use --force to override.")
+    for directory in REQUIRED_DIRS:
+        (root / directory).mkdir(parents=True, exist_ok=True)
+    _write_yaml(root / COMPANY_FILE, {"schema_version": 1, "type": "company",
+                                      "id": new_id("cmp"), "name": company_name,
+                                      "created_at": now_iso()})
+    _write_yaml(root / POLICY_FILE, {
+        "schema_version": 1, "type": "policy", "id": new_id("art"),
+        "visibility_defaults": {"worker_journal": "private_agent",
+                                "worker_milestone_artifact": "team",
+                                "manager_proposal": "managers", "director_workplan": "org"}})
+    _write_yaml(root / MACHINE_FILE, {"schema_version": 1, "type": "machine",
+                                      "repo_roots": {}, "provider_bins": {}})
+
+
+def validate_workspace(root: Path) -> list[Issue]:
+    """Every problem of the workspace at `root`, in AgentCompany's order (none: valid)."""
+    return list(_Validator(root).issues())
+
+
+class _Validator:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def issues(self) -> Iterator[Issue]:
+        for directory in REQUIRED_DIRS:
+            if not (self.root / directory).exists():
+                yield Issue("missing_dir", f"Missing directory: {directory}", directory)
+        for name in REQUIRED_FILES:
+            if not (self.root / name).exists():
+                yield Issue("missing_file", f"Missing file: {name}", name)
+        if (self.root / COMPANY_FILE).exists():
+            yield from self.yaml_file(COMPANY_FILE, CompanyYaml, parse_path=False)
+        if (self.root / POLICY_FILE).exists():
+            yield from self.yaml_file(POLICY_FILE, PolicyYaml, parse_path=False)
+        for name in self.files("inbox/reviews", ".yaml"):
+            yield from self.yaml_file(f"inbox/reviews/{name}", ReviewYaml)
+        for name in self.files("inbox/help_requests", ".md"):
+            yield from self.markdown(f"inbox/help_requests/{name}", self.help_request)
+        if (self.root / MACHINE_FILE).exists():
+            yield from self.yaml_file(MACHINE_FILE, MachineYaml, parse_path=False)
+        for name in self.dirs("org/teams"):
+            yield from self.required_yaml(f"org/teams/{name}/team.yaml", TeamYaml)
+        for name in self.dirs("org/agents"):
+            yield from self.required_yaml(f"org/agents/{name}/agent.yaml", AgentYaml)
+        for name in self.dirs("work/projects"):
+            yield from self.project(f"work/projects/{name}")
+
+    # -- listings, in the order of names (as Node lists a directory) -------------------------
+
+    def _entries(self, rel: str) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(self.root / rel) as entries:
+                return sorted(entries, key=lambda entry: entry.name.encode())
+        except OSError:
+            return []
+
+    def files(self, rel: str, suffix: str) -> list[str]:
+        return [e.name for e in self._entries(rel) if e.name.endswith(suffix) and _is_file(e)]
+
+    def dirs(self, rel: str) -> list[str]:
+        return [e.name for e in self._entries(rel) if _is_dir(e)]
+
+    # -- one file ------------------------------------------------------------------------------
+
+    def yaml_file(self, rel: str, model: type[BaseModel], *,
+                  parse_path: bool = True) -> Iterator[Issue]:
+        try:
+            data = read_yaml(self.root / rel)
+        except (OSError, UnicodeDecodeError, FileFormatError) as exc:
+            yield Issue("parse_error", f"{rel}: {_said(exc, self.root / rel)}",
+                        rel if parse_path else None)
+            return
+        for problem in schema_issues(model, data):
+            yield Issue("schema_invalid", f"{rel}: {problem.path}: {problem.message}", rel)
+
+    def required_yaml(self, rel: str, model: type[BaseModel]) -> Iterator[Issue]:
+        if not (self.root / rel).exists():
+            yield Issue("missing_file", f"Missing file: {rel}", rel)
+            return
+        yield from self.yaml_file(rel, model)
+
+    def markdown(self, rel: str,
+                 check: Callable[[str], Iterator[tuple[str, str]]]) -> Iterator[Issue]:
+        try:
+            text = (self.root / rel).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            yield Issue("read_error", f"{rel}: {_said(exc, self.root / rel)}", rel)
+            return
+        for code, message in check(text):
+            yield Issue(code, f"{rel}: {message}", rel)
+
+    def project(self, rel: str) -> Iterator[Issue]:
+        if not (self.root / rel / "project.yaml").exists():
+            yield Issue("missing_file", f"Missing file: {rel}/project.yaml", f"{rel}/project.yaml")
+            return
+        yield from self.yaml_file(f"{rel}/project.yaml", ProjectYaml)
+        for run in self.dirs(f"{rel}/runs"):
+            run_yaml = f"{rel}/runs/{run}/run.yaml"
+            if not (self.root / run_yaml).exists():
+                yield Issue("missing_file", f"Missing file: {run_yaml}", run_yaml)
+                continue
+            yield from self.yaml_file(run_yaml, RunYaml)
+            events = f"{rel}/runs/{run}/events.jsonl"
+            if not (self.root / events).exists():
+                yield Issue("missing_file", f"Missing file: {events}", events)
+        for name in self.files(f"{rel}/tasks", ".md"):
+            yield from self.markdown(f"{rel}/tasks/{name}", self.task)
+        for name in self.files(f"{rel}/artifacts", ".md"):
+            yield from self.artifact(f"{rel}/artifacts/{name}")
+        for pack in self.dirs(f"{rel}/context_packs"):
+            manifest = f"{rel}/context_packs/{pack}/manifest.yaml"
+            if not (self.root / manifest).exists():
+                yield Issue("missing_file", f"Missing file: {manifest}", manifest)
+                continue
+            yield from self.yaml_file(manifest, ContextPackManifestYaml)
+            yield from self.required_yaml(f"{rel}/context_packs/{pack}/policy_snapshot.yaml",
+                                          PolicySnapshotYaml)
+        for pack in self.dirs(f"{rel}/share_packs"):
+            yield from self.share_pack(f"{rel}/share_packs/{pack}/manifest.yaml")
+
+    def share_pack(self, manifest: str) -> Iterator[Issue]:
+        if not (self.root / manifest).exists():
+            yield Issue("missing_file", f"Missing file: {manifest}", manifest)
+            return
+        problems = list(self.yaml_file(manifest, SharePackManifestYaml))
+        yield from problems
+        if problems:
+            return
+        data = read_yaml(self.root / manifest)
+        for item in data.get("included_artifacts", []):
+            if not (self.root / item["bundle_relpath"]).exists():
+                yield Issue("missing_file", "Missing bundled artifact file: "
+                            f"{item['bundle_relpath']}", item["bundle_relpath"])
+        for item in data.get("included_files") or []:
+            if not (self.root / item["bundle_relpath"]).exists():
+                yield Issue("missing_file", f"Missing bundled file: {item['bundle_relpath']}",
+                            item["bundle_relpath"])
+
+    def artifact(self, rel: str) -> Iterator[Issue]:
+        problems = list(self.markdown(rel, lambda text: _markdown_issues(
+            text, ArtifactFrontMatter, lambda data: ARTIFACT_HEADINGS[data["type"]])))
+        yield from problems
+        if problems:
+            return
+        data, _ = read_front_matter(self.root / rel)
+        strict: dict[str, tuple[type[BaseModel], str]] = {
+            "memory_delta": (MemoryDeltaFrontMatter, "memory_delta_invalid"),
+            "milestone_report": (MilestoneReportFrontMatter, "milestone_report_invalid")}
+        if data["type"] not in strict:
+            return
+        model, code = strict[data["type"]]
+        found = schema_issues(model, data)
+        if found:
+            yield Issue(code, f"{rel}: " + "; ".join(
+                f"{p.path}: {p.message}" for p in found), rel)
+            return
+        if data["type"] == "memory_delta" and not (self.root / data["patch_file"]).exists():
+            yield Issue("missing_file", "Missing patch_file for memory delta: "
+                        f"{data['patch_file']}", data["patch_file"])
+
+    @staticmethod
+    def task(text: str) -> Iterator[tuple[str, str]]:
+        found = list(_markdown_issues(text, TaskFrontMatter, lambda data: TASK_HEADINGS))
+        yield from found
+        if any(code in ("frontmatter", "frontmatter_schema") for code, _ in found):
+            return
+        data, _ = split_front_matter(text.replace("\r\n", "\n"), "task")
+        if data["status"] != "draft":
+            for key in ("deliverables", "acceptance_criteria", "milestones"):
+                if not data.get(key):
+                    yield ("contract_incomplete",
+                           f"{key} must be non-empty when status is not draft")
+
+    @staticmethod
+    def help_request(text: str) -> Iterator[tuple[str, str]]:
+        yield from _markdown_issues(text, HelpRequestFrontMatter, lambda data: HELP_HEADINGS)
+
+
+def _markdown_issues(text: str, model: type[BaseModel],
+                     headings: Callable[[Any], tuple[str, ...]]) -> Iterator[tuple[str, str]]:
+    """A Markdown file's front matter and headings: (code, message) of each problem."""
+    text = text.replace("\r\n", "\n")
+    if not text.startswith("---\n"):
+        yield "frontmatter", "missing_frontmatter"
+        return
+    try:
+        data, body = split_front_matter(text, "")
+    except FileFormatError as exc:
+        reason = str(exc).removeprefix(": ")
+        yield "frontmatter", ("frontmatter_unclosed" if "not closed" in reason
+                              else f"frontmatter_yaml_parse_error: {reason}")
+        return
+    problems = schema_issues(model, data)
+    for problem in problems:
+        yield "frontmatter_schema", f"{problem.path}: {problem.message}"
+    if problems:
+        return
+    for heading in headings(data):
+        pattern = re.compile(rf"^\s*{re.escape('## ' + heading)}\s*$", re.IGNORECASE | re.M)
+        if not pattern.search(body):
+            yield "missing_heading", f"Missing heading: ## {heading}"
+
+
+def _said(exc: BaseException, path: Path) -> str:
+    if isinstance(exc, FileFormatError):
+        return str(exc).removeprefix(f"{path}: ")
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False

@@ -1,0 +1,199 @@
+"""`workspace.init` and `workspace.validate` on workspaces written as AgentCompany writes
+them: the layout, the files, and each problem with the original's code, message and path."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ralph.company.files import read_yaml, with_front_matter, write_yaml
+from ralph.company.ids import is_id, new_id
+from ralph.company.workspace import (
+    REQUIRED_DIRS,
+    REQUIRED_FILES,
+    Issue,
+    WorkspaceError,
+    init_workspace,
+    validate_workspace,
+)
+
+TS = "2026-02-10T20:58:31.123Z"
+
+
+def codes(root: Path) -> list[tuple[str, str, str | None]]:
+    return [(i.code, i.message, i.path) for i in validate_workspace(root)]
+
+
+def test_init_makes_the_layout_and_the_three_files(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    init_workspace(root, "Acme")
+    assert all((root / d).is_dir() for d in REQUIRED_DIRS)
+    company = read_yaml(root / "company/company.yaml")
+    assert list(company) == ["schema_version", "type", "id", "name", "created_at"]
+    assert company["name"] == "Acme" and is_id(company["id"], "cmp")
+    assert (root / "company/company.yaml").read_text().splitlines()[-1] == \
+        f"created_at: {company['created_at']}"  # plain, as the original writes it
+    assert read_yaml(root / "company/policy.yaml")["visibility_defaults"] == {
+        "worker_journal": "private_agent", "worker_milestone_artifact": "team",
+        "manager_proposal": "managers", "director_workplan": "org"}
+    assert is_id(read_yaml(root / "company/policy.yaml")["id"], "art")
+    assert (root / ".local/machine.yaml").read_text() == \
+        "schema_version: 1\ntype: machine\nrepo_roots: {}\nprovider_bins: {}\n"
+    assert validate_workspace(root) == []
+
+
+def test_init_refuses_a_directory_that_holds_anything_unless_forced(tmp_path: Path) -> None:
+    (tmp_path / ".hidden").write_text("x")
+    with pytest.raises(WorkspaceError) as refused:
+        init_workspace(tmp_path, shown_as="ws")
+    assert str(refused.value) == ("Refusing to initialize in a non-empty directory (ws). "
+                                  "Use --force to override.")
+    init_workspace(tmp_path, force=True)
+    first = read_yaml(tmp_path / "company/company.yaml")["id"]
+    init_workspace(tmp_path, force=True)  # the files again, a new company
+    assert read_yaml(tmp_path / "company/company.yaml")["id"] != first
+    assert (tmp_path / ".hidden").exists()
+    with pytest.raises(WorkspaceError, match="is not a directory"):
+        init_workspace(tmp_path / ".hidden")
+
+
+def test_a_directory_that_is_not_a_workspace_lacks_everything(tmp_path: Path) -> None:
+    found = validate_workspace(tmp_path / "nothing")
+    assert [i.code for i in found] == ["missing_dir"] * 11 + ["missing_file"] * 3
+    assert found[0] == Issue("missing_dir", "Missing directory: company", "company")
+    assert [i.path for i in found[11:]] == list(REQUIRED_FILES)
+
+
+def populated(root: Path) -> dict[str, str]:
+    """A workspace with one of each file, as the original writes them; their ids."""
+    init_workspace(root)
+    ids = {k: new_id(p) for k, p in (("team", "team"), ("agent", "agent"), ("proj", "proj"),
+                                     ("task", "task"), ("ms", "ms"), ("run", "run"),
+                                     ("ctx", "ctx"), ("delta", "art"), ("report", "art"),
+                                     ("rev", "rev"), ("help", "help"), ("share", "share"))}
+    write_yaml(root / f"org/teams/{ids['team']}/team.yaml", {
+        "schema_version": 1, "type": "team", "id": ids["team"], "name": "Core",
+        "created_at": TS})
+    write_yaml(root / f"org/agents/{ids['agent']}/agent.yaml", {
+        "schema_version": 1, "type": "agent", "id": ids["agent"], "name": "Ada",
+        "role": "worker", "provider": "codex", "team_id": ids["team"], "created_at": TS,
+        "launcher": {}})
+    project = root / "work/projects" / ids["proj"]
+    write_yaml(project / "project.yaml", {"schema_version": 1, "type": "project",
+                                          "id": ids["proj"], "name": "Shop",
+                                          "status": "active", "created_at": TS})
+    run = project / "runs" / ids["run"]
+    write_yaml(run / "run.yaml", {
+        "schema_version": 1, "type": "run", "id": ids["run"], "project_id": ids["proj"],
+        "agent_id": ids["agent"], "provider": "codex", "created_at": TS, "status": "ended",
+        "context_pack_id": ids["ctx"], "events_relpath": f"runs/{ids['run']}/events.jsonl",
+        "spec": {"kind": "command", "argv": ["echo", "hi"]}})
+    (run / "events.jsonl").write_text("")
+    task = {"schema_version": 1, "type": "task", "id": ids["task"], "project_id": ids["proj"],
+            "title": "Cart", "created_at": TS, "status": "ready", "visibility": "team",
+            "deliverables": ["cart.py"], "acceptance_criteria": ["tests pass"],
+            "milestones": [{"id": ids["ms"], "title": "Code", "kind": "coding",
+                            "status": "ready", "acceptance_criteria": ["it works"]}]}
+    (project / "tasks").mkdir()
+    (project / "tasks" / f"{ids['task']}.md").write_text(
+        with_front_matter(task, "\n# Cart\n\n## Contract\n\n## Milestones\n"))
+    common = {"schema_version": 1, "id": "", "created_at": TS, "title": "T",
+              "visibility": "team", "produced_by": ids["agent"], "run_id": ids["run"],
+              "context_pack_id": ids["ctx"]}
+    (project / "artifacts").mkdir()
+    patch = f"work/projects/{ids['proj']}/artifacts/{ids['delta']}.patch"
+    (root / patch).write_text("--- a/x\n+++ b/x\n")
+    (project / "artifacts" / f"{ids['delta']}.md").write_text(with_front_matter(
+        {**common, "type": "memory_delta", "id": ids["delta"], "project_id": ids["proj"],
+         "target_file": f"work/projects/{ids['proj']}/memory.md", "patch_file": patch},
+        "\n## Summary\n\n## Changes\n\n## Evidence\n"))
+    (project / "artifacts" / f"{ids['report']}.md").write_text(with_front_matter(
+        {**common, "type": "milestone_report", "id": ids["report"], "project_id": ids["proj"],
+         "task_id": ids["task"], "milestone_id": ids["ms"], "evidence_artifacts": []},
+        "\n## Summary\n\n## Evidence\n\n## Next\n"))
+    pack = project / "context_packs" / ids["ctx"]
+    write_yaml(pack / "manifest.yaml", {
+        "schema_version": 1, "type": "context_pack_manifest", "id": ids["ctx"],
+        "created_at": TS, "run_id": ids["run"], "project_id": ids["proj"],
+        "agent_id": ids["agent"], "included_docs": [], "tool_allowlist": []})
+    write_yaml(pack / "policy_snapshot.yaml", {
+        "schema_version": 1, "type": "policy_snapshot", "id": new_id("art"), "created_at": TS,
+        "run_id": ids["run"], "tool_allowlist": []})
+    share = project / "share_packs" / ids["share"]
+    bundle = f"work/projects/{ids['proj']}/share_packs/{ids['share']}/bundle/{ids['delta']}.md"
+    write_yaml(share / "manifest.yaml", {
+        "schema_version": 1, "type": "share_pack", "id": ids["share"], "created_at": TS,
+        "project_id": ids["proj"], "created_by": ids["agent"], "visibility": "org",
+        "included_artifacts": [{"artifact_id": ids["delta"], "type": "memory_delta",
+                                "visibility": "team", "source_relpath": "a",
+                                "bundle_relpath": bundle}]})
+    (root / bundle).parent.mkdir(parents=True)
+    (root / bundle).write_text("x")
+    write_yaml(root / f"inbox/reviews/{ids['rev']}.yaml", {
+        "schema_version": 1, "type": "review", "id": ids["rev"], "created_at": TS,
+        "actor_id": "human", "actor_role": "human", "decision": "approved",
+        "subject": {"kind": "memory_delta", "artifact_id": ids["delta"],
+                    "project_id": ids["proj"]},
+        "policy": {"allowed": True, "rule_id": "approve.role", "reason": "ok"}, "notes": ""})
+    (root / f"inbox/help_requests/{ids['help']}.md").write_text(with_front_matter(
+        {"schema_version": 1, "type": "help_request", "id": ids["help"], "created_at": TS,
+         "title": "Stuck", "visibility": "managers", "requester": ids["agent"],
+         "target_manager": "agent_x"}, "\n## Question\n\n## Response\n"))
+    return ids
+
+
+def test_a_workspace_with_one_of_each_file_is_valid(tmp_path: Path) -> None:
+    populated(tmp_path)
+    assert validate_workspace(tmp_path) == []
+
+
+def test_each_problem_with_the_originals_code_message_and_path(tmp_path: Path) -> None:
+    ids = populated(tmp_path)
+    project = f"work/projects/{ids['proj']}"
+    company = read_yaml(tmp_path / "company/company.yaml")
+    write_yaml(tmp_path / "company/company.yaml", {**company, "created_at": "yesterday"})
+    (tmp_path / "company/policy.yaml").write_text("a: [\n")
+    agent = f"org/agents/{ids['agent']}/agent.yaml"
+    write_yaml(tmp_path / agent, {**read_yaml(tmp_path / agent), "team_id": None,
+                                  "role": "boss"})
+    shutil.rmtree(tmp_path / f"{project}/context_packs/{ids['ctx']}")
+    (tmp_path / f"{project}/context_packs/{ids['ctx']}").mkdir()
+    (tmp_path / f"{project}/runs/{ids['run']}/events.jsonl").unlink()
+    task = tmp_path / f"{project}/tasks/{ids['task']}.md"
+    task.write_text(task.read_text().replace("## Milestones", "## Milestone").replace(
+        "deliverables:\n- cart.py\n", ""))
+    review = f"inbox/reviews/{ids['rev']}.yaml"
+    write_yaml(tmp_path / review, {**read_yaml(tmp_path / review), "extra": 1})
+    delta = tmp_path / f"{project}/artifacts/{ids['delta']}.md"
+    delta.write_text(delta.read_text().replace("patch_file:", "unknown: 1\npatch_file:"))
+    (tmp_path / f"inbox/help_requests/{ids['help']}.md").write_text("no front matter")
+    (tmp_path / "org/teams/empty").mkdir()
+    found = codes(tmp_path)
+    assert found == [
+        ("schema_invalid", "company/company.yaml: created_at: Invalid input",
+         "company/company.yaml"),
+        ("parse_error", found[1][1], None),  # (the YAML library's own words)
+        ("schema_invalid", f'{review}: : Unrecognized key: "extra"', review),
+        ("frontmatter", f"inbox/help_requests/{ids['help']}.md: missing_frontmatter",
+         f"inbox/help_requests/{ids['help']}.md"),
+        ("missing_file", "Missing file: org/teams/empty/team.yaml",
+         "org/teams/empty/team.yaml"),
+        ("schema_invalid", f"{agent}: role: Invalid option: expected one of "
+                           '"ceo"|"director"|"manager"|"worker"', agent),
+        ("schema_invalid", f"{agent}: team_id: Invalid input: expected string, received null",
+         agent),
+        ("missing_file", f"Missing file: {project}/runs/{ids['run']}/events.jsonl",
+         f"{project}/runs/{ids['run']}/events.jsonl"),
+        ("missing_heading", f"{project}/tasks/{ids['task']}.md: Missing heading: ## Milestones",
+         f"{project}/tasks/{ids['task']}.md"),
+        ("contract_incomplete", f"{project}/tasks/{ids['task']}.md: deliverables must be "
+                                "non-empty when status is not draft",
+         f"{project}/tasks/{ids['task']}.md"),
+        ("memory_delta_invalid", f'{project}/artifacts/{ids["delta"]}.md: : Unrecognized '
+                                 'key: "unknown"', f"{project}/artifacts/{ids['delta']}.md"),
+        ("missing_file", f"Missing file: {project}/context_packs/{ids['ctx']}/manifest.yaml",
+         f"{project}/context_packs/{ids['ctx']}/manifest.yaml"),
+    ]
+    assert found[1][1].startswith("company/policy.yaml: ")
