@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bridge": ("ralph.cli.bridge_cmd", "bridge"),
     "agent": ("ralph.cli.agent_cmd", "app"),
     "serve": ("ralph.cli.serve_cmd", "serve"),
+    "company": ("ralph.cli.company_cmd", "app"),
 }
 
 

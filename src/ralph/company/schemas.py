@@ -295,7 +295,12 @@ class TaskFrontMatter(Strict):
     milestones: list[TaskMilestone]
 
 
-class ArtifactFrontMatter(Loose):
+class _ArtifactFields(BaseModel):
+    """Every artifact's front matter fields (a subclass says whether others are allowed, and
+    may narrow `type`, keeping its place)."""
+
+    model_config = ConfigDict(frozen=True)
+
     schema_version: SchemaVersion
     type: ArtifactType
     id: Str1
@@ -307,18 +312,13 @@ class ArtifactFrontMatter(Loose):
     context_pack_id: Str1
 
 
-class _ArtifactFields(Strict):
-    schema_version: SchemaVersion
-    id: Str1
-    created_at: Str1
-    title: Str1
-    visibility: Visibility
-    produced_by: Str1
-    run_id: Str1
-    context_pack_id: Str1
+class ArtifactFrontMatter(_ArtifactFields):
+    model_config = ConfigDict(extra="ignore")
 
 
 class MemoryDeltaFrontMatter(_ArtifactFields):
+    model_config = ConfigDict(extra="forbid")
+
     type: Literal["memory_delta"]
     project_id: Str1
     target_file: Str1
@@ -327,6 +327,8 @@ class MemoryDeltaFrontMatter(_ArtifactFields):
 
 
 class MilestoneReportFrontMatter(_ArtifactFields):
+    model_config = ConfigDict(extra="forbid")
+
     type: Literal["milestone_report"]
     project_id: Str1
     task_id: Str1

@@ -1,0 +1,44 @@
+"""The control plane's process: JSON-RPC 2.0 on stdin/stdout (one message a line; stdout
+carries protocol messages only, logs go to stderr), until stdin closes or a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+from ralph.controlplane.methods import build_registry
+from ralph.rpc import Dispatcher, fd_server, take_stdio
+from ralph.rpc.jsoncodec import dumps
+
+log = logging.getLogger("ralph.controlplane")
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+async def serve_stdio() -> None:
+    read_fd, write_fd = take_stdio()  # before anything else can read stdin or write stdout
+    dispatcher = Dispatcher(build_registry(), log=log)
+    server, writer = await fd_server(dispatcher, read_fd, write_fd)
+    loop = asyncio.get_running_loop()
+    for sig in _SIGNALS:
+        loop.add_signal_handler(sig, server.stop_reading)
+    try:
+        await server.serve()
+    finally:
+        for sig in _SIGNALS:
+            loop.remove_signal_handler(sig)
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        writer.close()
+
+
+async def call_once(method: str, params: object) -> bytes:
+    """One request answered by the same dispatcher (`ac rpc:call`): the response line."""
+    dispatcher = Dispatcher(build_registry(), log=log)
+    request: dict[str, object] = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        request["params"] = params
+    answer = await dispatcher.handle(dumps(request))
+    assert answer is not None  # (a request with an id is always answered)
+    return answer
