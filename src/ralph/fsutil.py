@@ -8,19 +8,20 @@ from pathlib import Path
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True,
-                       mode: int | None = None) -> None:
+                       mode: int | None = None, follow_symlinks: bool = True) -> None:
     """Replace `path` with `data` so that readers see the old or the new file, never a mix.
 
     Writes a temp file beside it, fsyncs it (when `durable`), renames it over `path`, and
-    fsyncs the directory. A symlink is followed (its target is replaced) and an existing
-    file's permissions are kept, unless `mode` says what they are to be (set before any byte
-    is written: a secret is never readable by others). Raises OSError; the temp file never
-    outlives a failure.
+    fsyncs the directory. A symlink is followed (its target is replaced; with
+    `follow_symlinks=False` the link itself is) and an existing file's permissions are
+    kept, unless `mode` says what they are to be (set before any byte is written: a secret
+    is never readable by others). Raises OSError; the temp file never outlives a failure.
     """
-    path = path.resolve() if path.is_symlink() else path
+    if follow_symlinks and path.is_symlink():
+        path = path.resolve()
     if mode is None:
         try:
-            mode = path.stat().st_mode & 0o7777
+            mode = path.stat(follow_symlinks=follow_symlinks).st_mode & 0o7777
         except FileNotFoundError:
             mode = None
     # os.urandom, not secrets.token_hex: the same bytes, without importing secrets (hmac,

@@ -197,3 +197,66 @@ def test_each_problem_with_the_originals_code_message_and_path(tmp_path: Path) -
          f"{project}/context_packs/{ids['ctx']}/manifest.yaml"),
     ]
     assert found[1][1].startswith("company/policy.yaml: ")
+
+
+def test_odd_files_give_issues_not_a_crash_and_read_as_the_original_reads_them(
+        tmp_path: Path) -> None:
+    ids = populated(tmp_path)
+    project = f"work/projects/{ids['proj']}"
+    company = tmp_path / "company/company.yaml"
+    # a tab in a value, `1.0` for an integer (JavaScript has one number type), bad UTF-8
+    company.write_bytes(company.read_bytes().replace(b"schema_version: 1", b"schema_version: 1.0")
+                        .replace(b"name: AgentCompany", b"name: tab\there \xff"))
+    assert validate_workspace(tmp_path) == []
+    assert read_yaml(company)["name"] == "tab\there \ufffd"
+    # a key twice is a parse error, as in the original
+    (tmp_path / "company/policy.yaml").write_text(
+        (tmp_path / "company/policy.yaml").read_text() + "type: policy\n")
+    # links are neither files nor directories: skipped
+    (tmp_path / "inbox/reviews/link.yaml").symlink_to(company)
+    (tmp_path / "org/teams/team_link").symlink_to(tmp_path / "org")
+    # nesting beyond any parser's depth
+    (tmp_path / "inbox/reviews/deep.yaml").write_text("[" * 100_000)
+    # a patch path joined as path.join joins it: an absolute one stays in the workspace
+    delta = tmp_path / f"{project}/artifacts/{ids['delta']}.md"
+    text = delta.read_text()
+    patch = text.split("patch_file: ")[1].split("\n")[0]
+    delta.write_text(text.replace(patch, "/etc/passwd"))
+    found = codes(tmp_path)
+    assert [(code, path) for code, _, path in found] == [
+        ("parse_error", None),
+        ("parse_error", "inbox/reviews/deep.yaml"),
+        ("missing_file", "/etc/passwd"),
+    ]
+    assert "unique" in found[0][1]
+    delta.write_text(text.replace(patch, "x" * 300))  # a name too long to look at
+    assert [c for c, _, _ in codes(tmp_path)][-1] == "missing_file"
+
+
+def test_front_matter_edges_as_the_original_reads_them(tmp_path: Path) -> None:
+    ids = populated(tmp_path)
+    rel = f"inbox/help_requests/{ids['help']}.md"
+    path = tmp_path / rel
+    good = path.read_text()
+    for text, message in (
+            ("---\n---", "frontmatter_unclosed"),
+            ("---\nid: x\n--- \n", "frontmatter_unclosed"),
+            ("\ufeff" + good, "missing_frontmatter"),
+            ("---\ra: 1\r---\r", "missing_frontmatter"),
+            ("---\n---\n## Question\n## Response\n",
+             ": Invalid input: expected object, received null")):
+        path.write_text(text, newline="")
+        assert codes(tmp_path)[0][1] == f"{rel}: {message}", text
+    path.write_text(good.replace("\n", "\r\n"), newline="")  # CRLF reads as LF
+    assert validate_workspace(tmp_path) == []
+
+
+def test_init_with_force_replaces_a_link_not_what_it_points_to(tmp_path: Path) -> None:
+    init_workspace(tmp_path / "ws")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("mine: true\n")
+    (tmp_path / "ws/company/company.yaml").unlink()
+    (tmp_path / "ws/company/company.yaml").symlink_to(outside)
+    init_workspace(tmp_path / "ws", force=True)
+    assert outside.read_text() == "mine: true\n"
+    assert not (tmp_path / "ws/company/company.yaml").is_symlink()

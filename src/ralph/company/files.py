@@ -5,6 +5,7 @@ UTF-8 as is."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,15 @@ FENCE = "---"
 
 
 class FileFormatError(RalphError):
-    """A file that is not valid YAML, or a front matter that is not where it must be."""
+    """A file that is not valid YAML, or a front matter that is not where it must be;
+    `kind` says which as AgentCompany names it (missing_frontmatter, frontmatter_unclosed,
+    frontmatter_yaml_parse_error, or yaml_parse_error for a YAML file)."""
+
+    def __init__(self, message: str, kind: str = "yaml_parse_error",
+                 reason: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.reason = reason or message
 
 
 # YAML 1.2's core schema, as AgentCompany's YAML library reads and writes: `2026-02-10T20:58Z`
@@ -42,15 +51,53 @@ def _core_schema(cls: Any) -> None:
             cls.yaml_implicit_resolvers.setdefault(char, []).append((tag, pattern))
 
 
-class _Loader(yaml.SafeLoader):
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc]
+    """YAML as JavaScript sees it: one number type (an integral float is an int), keys
+    always strings (`1` -> "1", `true` -> "true", `~` -> ""), a key twice is an error."""
+
     def construct_yaml_int(self, node: Any) -> int:
         value = str(self.construct_scalar(node))
         if value.startswith("0o"):
             return int(value[2:], 8)
         return int(value, 0) if value.startswith("0x") else int(value)
 
+    def construct_yaml_float(self, node: Any) -> float | int:
+        value = yaml.SafeLoader.construct_yaml_float(self, node)
+        if math.isfinite(value) and value.is_integer() and abs(value) < 2 ** 53:
+            return int(value)
+        return value
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[str, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
+        mapping: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = _js_key(self.construct_object(key_node, deep=True))
+            if key in mapping:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"Map keys must be unique: {key!r}", key_node.start_mark)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+def _js_key(key: Any) -> str:
+    if key is None:
+        return ""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, float) and math.isfinite(key) and key.is_integer():
+        return str(int(key))
+    return str(key)
+
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+_Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_yaml_map)
 _core_schema(_Loader)
 
 
@@ -67,7 +114,7 @@ def dump_yaml(data: Any) -> str:
     back as written (NEL and the Unicode line separators are line breaks to YAML)."""
     text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                      default_flow_style=False, width=10_000)
-    if any(char in text for char in _BREAKS) and yaml.load(text, Loader=_Loader) != data:
+    if any(char in text for char in _BREAKS):  # (always escaped: YAML 1.1 and 1.2 differ)
         text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=False,
                          default_flow_style=False, width=10_000)
     return text
@@ -79,36 +126,49 @@ _BREAKS = ("\x85", "\u2028", "\u2029")
 def load_yaml(text: str, where: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # (a safe loader, with the core schema)
-    except yaml.YAMLError as exc:
-        raise FileFormatError(f"{where}: {' '.join(str(exc).split())}") from None
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+        reason = " ".join(str(exc).split()) or "Maximum nesting depth exceeded"
+        raise FileFormatError(f"{where}: {reason}", reason=reason) from None
+
+
+def read_text(path: Path) -> str:
+    """A file's text as Node reads it: UTF-8 with bad bytes replaced, line ends untouched."""
+    return path.read_bytes().decode("utf-8", "replace")
 
 
 def read_yaml(path: Path) -> Any:
     """The YAML document of `path` (OSError if it cannot be read)."""
-    return load_yaml(path.read_text(encoding="utf-8"), str(path))
+    return load_yaml(read_text(path), str(path))
 
 
 def write_yaml(path: Path, data: Any) -> None:
+    """`data` as `path`, replaced atomically (a link at `path` is replaced, not followed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, dump_yaml(data).encode("utf-8"))
+    atomic_write_bytes(path, dump_yaml(data).encode("utf-8"), follow_symlinks=False)
 
 
 def split_front_matter(text: str, where: str) -> tuple[Any, str]:
-    """(front matter, body) of a Markdown file: the front matter starts at its first byte
-    with a `---` line and ends at the next line that is `---`."""
-    if not text.startswith(FENCE + "\n"):
+    """(front matter, body) of a Markdown file, as AgentCompany reads it: the file starts
+    with a `---` line, the front matter ends at the next line that is exactly `---`; line
+    ends may be CRLF (the body gets LF)."""
+    if not text.startswith((FENCE + "\n", FENCE + "\r\n")):
         raise FileFormatError(f"{where}: no front matter (the file must start with a '---' "
-                              "line)")
-    lines = text.split("\n")
-    for n, line in enumerate(lines[1:], 1):
-        if line.rstrip("\r") == FENCE:
-            head = "\n".join(lines[1:n])
-            return load_yaml(head, where), "\n".join(lines[n + 1:])
-    raise FileFormatError(f"{where}: the front matter is not closed (no '---' line after it)")
+                              "line)", "missing_frontmatter")
+    lines = re.split(r"\r?\n", text)
+    closing = next((n for n, line in enumerate(lines[1:], 1) if line == FENCE), None) \
+        if len(lines) >= 3 else None
+    if closing is None:
+        raise FileFormatError(f"{where}: the front matter is not closed (no '---' line "
+                              "after it)", "frontmatter_unclosed")
+    try:
+        data = load_yaml("\n".join(lines[1:closing]), where)
+    except FileFormatError as exc:
+        raise FileFormatError(str(exc), "frontmatter_yaml_parse_error", exc.reason) from None
+    return data, "\n".join(lines[closing + 1:])
 
 
 def read_front_matter(path: Path) -> tuple[Any, str]:
-    return split_front_matter(path.read_text(encoding="utf-8"), str(path))
+    return split_front_matter(read_text(path), str(path))
 
 
 def with_front_matter(data: Any, body: str) -> str:
@@ -117,7 +177,8 @@ def with_front_matter(data: Any, body: str) -> str:
 
 def write_front_matter(path: Path, data: Any, body: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, with_front_matter(data, body).encode("utf-8"))
+    atomic_write_bytes(path, with_front_matter(data, body).encode("utf-8"),
+                       follow_symlinks=False)
 
 
 def headings(body: str) -> set[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import date
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
@@ -33,17 +32,17 @@ class _IsoDateTime:
     """Marks the fields zod checks as a date-time: any failure reads `Invalid input`."""
 
 
-_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?"
-                  r"(?:Z|[+-]\d{2}:\d{2})?")
+# zod 4's date-time (with an offset or local): a real date (leap years too), a time to the
+# minute, seconds and a fraction optional, then `Z`, an offset or nothing; ASCII digits only
+_DATE = (r"(?:(?:\d\d[2468][048]|\d\d[13579][26]|\d\d0[48]|[02468][048]00|[13579][26]00)"
+         r"-02-29|\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])"
+         r"|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|02-(?:0[1-9]|1\d|2[0-8])))")
+_TIME = r"(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
+_ISO = re.compile(rf"{_DATE}T{_TIME}(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)?", re.ASCII)
 
 
 def _check_iso(value: str) -> str:
-    match = _ISO.fullmatch(value)
-    if match is None:
-        raise ValueError("not an ISO date-time")
-    year, month, day, hour, minute, second = (int(g) if g else 0 for g in match.groups())
-    date(year, month, day)  # (ValueError for the 30th of February)
-    if hour > 23 or minute > 59 or second > 59:
+    if _ISO.fullmatch(value) is None:
         raise ValueError("not an ISO date-time")
     return value
 
@@ -368,21 +367,43 @@ def schema_issues(model: type[BaseModel], data: Any) -> list[SchemaIssue]:
 
 
 def _issues(model: type[BaseModel], exc: ValidationError) -> list[SchemaIssue]:
-    found: list[SchemaIssue] = []
-    unknown: dict[tuple[Any, ...], list[str]] = {}  # an object's unknown keys, said last
+    found: list[tuple[list[float], SchemaIssue]] = []
+    unknown: dict[tuple[Any, ...], list[str]] = {}  # an object's unknown keys
     for error in exc.errors():
         loc = tuple(error["loc"])
         if error["type"] == "extra_forbidden":
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
             continue
-        annotation = _annotation(model, loc)
-        found.append(SchemaIssue(".".join(map(str, loc)),
-                                 _message(error, annotation)))
+        found.append((_place(model, loc), SchemaIssue(".".join(map(str, loc)),
+                                                      _message(error, _annotation(model, loc)))))
+    # zod checks an object's known keys in the order they are declared, then says its
+    # unknown keys: each object's after every problem inside it, before the next field's
     for parent, keys in unknown.items():
         quoted = ", ".join(f'"{key}"' for key in keys)
-        found.append(SchemaIssue(".".join(map(str, parent)),
-                                 f"Unrecognized key{'s' if len(keys) > 1 else ''}: {quoted}"))
-    return found
+        found.append(([*_place(model, parent), math.inf],
+                      SchemaIssue(".".join(map(str, parent)),
+                                  f"Unrecognized key{'s' if len(keys) > 1 else ''}: {quoted}")))
+    return [issue for _, issue in sorted(found, key=lambda pair: pair[0])]
+
+
+def _place(model: type[BaseModel], loc: tuple[Any, ...]) -> list[float]:
+    """Where `loc` comes in a check that goes through fields in declaration order."""
+    place: list[float] = []
+    current: Any = model
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            names = list(current.model_fields)
+            place.append(names.index(part) if part in names else len(names))
+            field = current.model_fields.get(str(part))
+            current = field.annotation if field is not None else None
+        elif isinstance(part, int):
+            place.append(part)
+            current = get_args(current)[-1] if get_args(current) else None
+        else:
+            place.append(0)
+            current = get_args(current)[-1] if get_args(current) else None
+    return place
 
 
 def _annotation(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
@@ -468,6 +489,9 @@ def _message(error: Any, annotation: Any) -> str:
         return f"Too small: expected array to have >={ctx.get('min_length')} items"
     if kind == "greater_than":
         return f"Too small: expected number to be >{ctx.get('gt')}"
-    if kind == "int_type" and isinstance(error.get("input"), float):
+    value = error.get("input")
+    if isinstance(value, float) and math.isnan(value):
+        return "Invalid input: expected number, received NaN"
+    if kind == "int_type" and isinstance(value, float):
         return "Invalid input: expected int, received number"
     return f"Invalid input: expected {_expected(annotation)}, received {received}"

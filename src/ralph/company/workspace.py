@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ralph.company.files import FileFormatError, read_front_matter, read_yaml, split_front_matter
+from ralph.company.files import FileFormatError, read_text, read_yaml, split_front_matter
 from ralph.company.files import write_yaml as _write_yaml
 from ralph.company.ids import new_id
 from ralph.company.schemas import (
@@ -110,23 +110,24 @@ def validate_workspace(root: Path) -> list[Issue]:
 class _Validator:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.parsed: dict[str, Any] = {}  # each file's data, once read (for later checks)
 
     def issues(self) -> Iterator[Issue]:
         for directory in REQUIRED_DIRS:
-            if not (self.root / directory).exists():
+            if not self.exists(directory):
                 yield Issue("missing_dir", f"Missing directory: {directory}", directory)
         for name in REQUIRED_FILES:
-            if not (self.root / name).exists():
+            if not self.exists(name):
                 yield Issue("missing_file", f"Missing file: {name}", name)
-        if (self.root / COMPANY_FILE).exists():
+        if self.exists(COMPANY_FILE):
             yield from self.yaml_file(COMPANY_FILE, CompanyYaml, parse_path=False)
-        if (self.root / POLICY_FILE).exists():
+        if self.exists(POLICY_FILE):
             yield from self.yaml_file(POLICY_FILE, PolicyYaml, parse_path=False)
         for name in self.files("inbox/reviews", ".yaml"):
             yield from self.yaml_file(f"inbox/reviews/{name}", ReviewYaml)
         for name in self.files("inbox/help_requests", ".md"):
             yield from self.markdown(f"inbox/help_requests/{name}", self.help_request)
-        if (self.root / MACHINE_FILE).exists():
+        if self.exists(MACHINE_FILE):
             yield from self.yaml_file(MACHINE_FILE, MachineYaml, parse_path=False)
         for name in self.dirs("org/teams"):
             yield from self.required_yaml(f"org/teams/{name}/team.yaml", TeamYaml)
@@ -135,36 +136,54 @@ class _Validator:
         for name in self.dirs("work/projects"):
             yield from self.project(f"work/projects/{name}")
 
-    # -- listings, in the order of names (as Node lists a directory) -------------------------
+    # -- paths as Node joins them, listings as Node makes them --------------------------------
 
-    def _entries(self, rel: str) -> list[os.DirEntry[str]]:
+    def path(self, rel: str) -> Path:
+        """`rel` joined to the root as path.join does (an absolute `rel` stays inside it,
+        `..` is undone by name, not by the file system)."""
+        return Path(os.path.normpath(f"{self.root}/{rel}"))
+
+    def exists(self, rel: str) -> bool:
+        """Whether anything is at `rel` (a failure to look, of any kind, is "no")."""
         try:
-            with os.scandir(self.root / rel) as entries:
-                return sorted(entries, key=lambda entry: entry.name.encode())
-        except OSError:
+            self.path(rel).stat()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _entries(self, rel: str) -> list[tuple[str, os.DirEntry[str]]]:
+        """(name as Node reads it, entry), in the order of the names' bytes; links are
+        neither files nor directories (Node's Dirent does not follow them)."""
+        try:
+            with os.scandir(self.path(rel)) as entries:
+                found = sorted(entries, key=lambda entry: os.fsencode(entry.name))
+        except (OSError, ValueError):
             return []
+        return [(os.fsencode(e.name).decode("utf-8", "replace"), e) for e in found]
 
     def files(self, rel: str, suffix: str) -> list[str]:
-        return [e.name for e in self._entries(rel) if e.name.endswith(suffix) and _is_file(e)]
+        return [name for name, e in self._entries(rel)
+                if name.endswith(suffix) and _is_file(e)]
 
     def dirs(self, rel: str) -> list[str]:
-        return [e.name for e in self._entries(rel) if _is_dir(e)]
+        return [name for name, e in self._entries(rel) if _is_dir(e)]
 
     # -- one file ------------------------------------------------------------------------------
 
     def yaml_file(self, rel: str, model: type[BaseModel], *,
                   parse_path: bool = True) -> Iterator[Issue]:
         try:
-            data = read_yaml(self.root / rel)
-        except (OSError, UnicodeDecodeError, FileFormatError) as exc:
-            yield Issue("parse_error", f"{rel}: {_said(exc, self.root / rel)}",
+            data = read_yaml(self.path(rel))
+        except (OSError, ValueError, FileFormatError) as exc:
+            yield Issue("parse_error", f"{rel}: {_said(exc, self.path(rel))}",
                         rel if parse_path else None)
             return
+        self.parsed[rel] = data
         for problem in schema_issues(model, data):
             yield Issue("schema_invalid", f"{rel}: {problem.path}: {problem.message}", rel)
 
     def required_yaml(self, rel: str, model: type[BaseModel]) -> Iterator[Issue]:
-        if not (self.root / rel).exists():
+        if not self.exists(rel):
             yield Issue("missing_file", f"Missing file: {rel}", rel)
             return
         yield from self.yaml_file(rel, model)
@@ -172,26 +191,27 @@ class _Validator:
     def markdown(self, rel: str,
                  check: Callable[[str], Iterator[tuple[str, str]]]) -> Iterator[Issue]:
         try:
-            text = (self.root / rel).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            yield Issue("read_error", f"{rel}: {_said(exc, self.root / rel)}", rel)
+            text = read_text(self.path(rel))
+        except (OSError, ValueError) as exc:
+            yield Issue("read_error", f"{rel}: {_said(exc, self.path(rel))}", rel)
             return
+        self.parsed[rel] = text
         for code, message in check(text):
             yield Issue(code, f"{rel}: {message}", rel)
 
     def project(self, rel: str) -> Iterator[Issue]:
-        if not (self.root / rel / "project.yaml").exists():
+        if not self.exists(f"{rel}/project.yaml"):
             yield Issue("missing_file", f"Missing file: {rel}/project.yaml", f"{rel}/project.yaml")
             return
         yield from self.yaml_file(f"{rel}/project.yaml", ProjectYaml)
         for run in self.dirs(f"{rel}/runs"):
             run_yaml = f"{rel}/runs/{run}/run.yaml"
-            if not (self.root / run_yaml).exists():
+            if not self.exists(run_yaml):
                 yield Issue("missing_file", f"Missing file: {run_yaml}", run_yaml)
                 continue
             yield from self.yaml_file(run_yaml, RunYaml)
             events = f"{rel}/runs/{run}/events.jsonl"
-            if not (self.root / events).exists():
+            if not self.exists(events):
                 yield Issue("missing_file", f"Missing file: {events}", events)
         for name in self.files(f"{rel}/tasks", ".md"):
             yield from self.markdown(f"{rel}/tasks/{name}", self.task)
@@ -199,7 +219,7 @@ class _Validator:
             yield from self.artifact(f"{rel}/artifacts/{name}")
         for pack in self.dirs(f"{rel}/context_packs"):
             manifest = f"{rel}/context_packs/{pack}/manifest.yaml"
-            if not (self.root / manifest).exists():
+            if not self.exists(manifest):
                 yield Issue("missing_file", f"Missing file: {manifest}", manifest)
                 continue
             yield from self.yaml_file(manifest, ContextPackManifestYaml)
@@ -209,20 +229,20 @@ class _Validator:
             yield from self.share_pack(f"{rel}/share_packs/{pack}/manifest.yaml")
 
     def share_pack(self, manifest: str) -> Iterator[Issue]:
-        if not (self.root / manifest).exists():
+        if not self.exists(manifest):
             yield Issue("missing_file", f"Missing file: {manifest}", manifest)
             return
         problems = list(self.yaml_file(manifest, SharePackManifestYaml))
         yield from problems
         if problems:
             return
-        data = read_yaml(self.root / manifest)
+        data = self.parsed[manifest]
         for item in data.get("included_artifacts", []):
-            if not (self.root / item["bundle_relpath"]).exists():
+            if not self.exists(item["bundle_relpath"]):
                 yield Issue("missing_file", "Missing bundled artifact file: "
                             f"{item['bundle_relpath']}", item["bundle_relpath"])
         for item in data.get("included_files") or []:
-            if not (self.root / item["bundle_relpath"]).exists():
+            if not self.exists(item["bundle_relpath"]):
                 yield Issue("missing_file", f"Missing bundled file: {item['bundle_relpath']}",
                             item["bundle_relpath"])
 
@@ -232,7 +252,7 @@ class _Validator:
         yield from problems
         if problems:
             return
-        data, _ = read_front_matter(self.root / rel)
+        data, _ = split_front_matter(self.parsed[rel], rel)
         strict: dict[str, tuple[type[BaseModel], str]] = {
             "memory_delta": (MemoryDeltaFrontMatter, "memory_delta_invalid"),
             "milestone_report": (MilestoneReportFrontMatter, "milestone_report_invalid")}
@@ -244,7 +264,7 @@ class _Validator:
             yield Issue(code, f"{rel}: " + "; ".join(
                 f"{p.path}: {p.message}" for p in found), rel)
             return
-        if data["type"] == "memory_delta" and not (self.root / data["patch_file"]).exists():
+        if data["type"] == "memory_delta" and not self.exists(data["patch_file"]):
             yield Issue("missing_file", "Missing patch_file for memory delta: "
                         f"{data['patch_file']}", data["patch_file"])
 
@@ -254,7 +274,7 @@ class _Validator:
         yield from found
         if any(code in ("frontmatter", "frontmatter_schema") for code, _ in found):
             return
-        data, _ = split_front_matter(text.replace("\r\n", "\n"), "task")
+        data, _ = split_front_matter(text, "task")
         if data["status"] != "draft":
             for key in ("deliverables", "acceptance_criteria", "milestones"):
                 if not data.get(key):
@@ -269,16 +289,11 @@ class _Validator:
 def _markdown_issues(text: str, model: type[BaseModel],
                      headings: Callable[[Any], tuple[str, ...]]) -> Iterator[tuple[str, str]]:
     """A Markdown file's front matter and headings: (code, message) of each problem."""
-    text = text.replace("\r\n", "\n")
-    if not text.startswith("---\n"):
-        yield "frontmatter", "missing_frontmatter"
-        return
     try:
         data, body = split_front_matter(text, "")
     except FileFormatError as exc:
-        reason = str(exc).removeprefix(": ")
-        yield "frontmatter", ("frontmatter_unclosed" if "not closed" in reason
-                              else f"frontmatter_yaml_parse_error: {reason}")
+        yield "frontmatter", (f"{exc.kind}: {exc.reason}"
+                              if exc.kind == "frontmatter_yaml_parse_error" else exc.kind)
         return
     problems = schema_issues(model, data)
     for problem in problems:
@@ -301,13 +316,13 @@ def _said(exc: BaseException, path: Path) -> str:
 
 def _is_file(entry: os.DirEntry[str]) -> bool:
     try:
-        return entry.is_file()
+        return entry.is_file(follow_symlinks=False)
     except OSError:
         return False
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
     try:
-        return entry.is_dir()
+        return entry.is_dir(follow_symlinks=False)
     except OSError:
         return False
