@@ -117,8 +117,8 @@ class _Validator:
             if not self.exists(directory):
                 yield Issue("missing_dir", f"Missing directory: {directory}", directory)
         for name in REQUIRED_FILES:
-            if not self.exists(name):
-                yield Issue("missing_file", f"Missing file: {name}", name)
+            if (gone := self.missing(name)) is not None:
+                yield gone
         if self.exists(COMPANY_FILE):
             yield from self.yaml_file(COMPANY_FILE, CompanyYaml, parse_path=False)
         if self.exists(POLICY_FILE):
@@ -142,6 +142,10 @@ class _Validator:
         """`rel` joined to the root as path.join does (an absolute `rel` stays inside it,
         `..` is undone by name, not by the file system)."""
         return Path(os.path.normpath(f"{self.root}/{rel}"))
+
+    def missing(self, rel: str) -> Issue | None:
+        """The `missing_file` issue of `rel`, or None when it is there."""
+        return None if self.exists(rel) else Issue("missing_file", f"Missing file: {rel}", rel)
 
     def exists(self, rel: str) -> bool:
         """Whether anything is at `rel` (a failure to look, of any kind, is "no")."""
@@ -183,8 +187,8 @@ class _Validator:
             yield Issue("schema_invalid", f"{rel}: {problem.path}: {problem.message}", rel)
 
     def required_yaml(self, rel: str, model: type[BaseModel]) -> Iterator[Issue]:
-        if not self.exists(rel):
-            yield Issue("missing_file", f"Missing file: {rel}", rel)
+        if (gone := self.missing(rel)) is not None:
+            yield gone
             return
         yield from self.yaml_file(rel, model)
 
@@ -200,27 +204,26 @@ class _Validator:
             yield Issue(code, f"{rel}: {message}", rel)
 
     def project(self, rel: str) -> Iterator[Issue]:
-        if not self.exists(f"{rel}/project.yaml"):
-            yield Issue("missing_file", f"Missing file: {rel}/project.yaml", f"{rel}/project.yaml")
+        if (gone := self.missing(f"{rel}/project.yaml")) is not None:
+            yield gone
             return
         yield from self.yaml_file(f"{rel}/project.yaml", ProjectYaml)
         for run in self.dirs(f"{rel}/runs"):
             run_yaml = f"{rel}/runs/{run}/run.yaml"
-            if not self.exists(run_yaml):
-                yield Issue("missing_file", f"Missing file: {run_yaml}", run_yaml)
+            if (gone := self.missing(run_yaml)) is not None:
+                yield gone
                 continue
             yield from self.yaml_file(run_yaml, RunYaml)
-            events = f"{rel}/runs/{run}/events.jsonl"
-            if not self.exists(events):
-                yield Issue("missing_file", f"Missing file: {events}", events)
+            if (gone := self.missing(f"{rel}/runs/{run}/events.jsonl")) is not None:
+                yield gone
         for name in self.files(f"{rel}/tasks", ".md"):
             yield from self.markdown(f"{rel}/tasks/{name}", self.task)
         for name in self.files(f"{rel}/artifacts", ".md"):
             yield from self.artifact(f"{rel}/artifacts/{name}")
         for pack in self.dirs(f"{rel}/context_packs"):
             manifest = f"{rel}/context_packs/{pack}/manifest.yaml"
-            if not self.exists(manifest):
-                yield Issue("missing_file", f"Missing file: {manifest}", manifest)
+            if (gone := self.missing(manifest)) is not None:
+                yield gone
                 continue
             yield from self.yaml_file(manifest, ContextPackManifestYaml)
             yield from self.required_yaml(f"{rel}/context_packs/{pack}/policy_snapshot.yaml",
@@ -229,8 +232,8 @@ class _Validator:
             yield from self.share_pack(f"{rel}/share_packs/{pack}/manifest.yaml")
 
     def share_pack(self, manifest: str) -> Iterator[Issue]:
-        if not self.exists(manifest):
-            yield Issue("missing_file", f"Missing file: {manifest}", manifest)
+        if (gone := self.missing(manifest)) is not None:
+            yield gone
             return
         problems = list(self.yaml_file(manifest, SharePackManifestYaml))
         yield from problems
