@@ -84,6 +84,10 @@ def test_rpc_call_prints_one_result_or_one_error_line(tmp_path: Path) -> None:
     broken = subprocess.run([AC, "rpc:call", "--method", "workspace.open", "--params", "{x"],
                             capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert broken.returncode == 2 and broken.stderr.startswith("error: --params is not JSON")
+    usage = subprocess.run([AC, "rpc:call"], capture_output=True, text=True, timeout=TIMEOUT,
+                           check=False)
+    assert usage.returncode == 2 and usage.stderr == (
+        "error: Missing option '--method'. (see 'ac rpc:call --help')\n")
     assert "Traceback" not in broken.stderr + again.stderr
 
 

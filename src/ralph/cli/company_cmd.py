@@ -76,4 +76,6 @@ def rpc_call(
 
 def ac_main() -> None:
     """The `ac` console script."""
-    ac()
+    from ralph.cli.main import run_guarded
+
+    sys.exit(run_guarded(ac, sys.argv[1:], "ac"))

@@ -70,15 +70,28 @@ def _interruptible(work: Callable[[], None]) -> int:
 
 
 def _run_typer(args: list[str]) -> object:
-    """`ralph ARGS` parsed and run by Typer, with only the command it names loaded; its exit
-    requests and usage errors as exit codes."""
-    import typer
-
+    """`ralph ARGS` parsed and run by Typer, with only the command it names loaded."""
     from ralph.cli.commands import build_app
 
-    command = typer.main.get_command(build_app(args[0] if args else None))
+    return run_app(build_app(args[0] if args else None), args, "ralph")
+
+
+def run_guarded(app: typer.Typer, args: list[str], prog_name: str) -> int:
+    """Another console script's Typer `app` (`ac`) run as `ralph` is: usage errors and
+    failures one line on stderr, its exit codes."""
+    from ralph.cli.output import setup_logging
+
+    setup_logging()
+    return _guarded(lambda: run_app(app, args, prog_name))
+
+
+def run_app(app: typer.Typer, args: list[str], prog_name: str) -> object:
+    """`app` on `args`; its exit requests and usage errors as exit codes."""
+    import typer
+
+    command = typer.main.get_command(app)
     try:
-        return command.main(args=args, prog_name="ralph", standalone_mode=False)
+        return command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:

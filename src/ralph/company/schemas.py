@@ -374,20 +374,22 @@ def _issues(model: type[BaseModel], exc: ValidationError) -> list[SchemaIssue]:
         if error["type"] == "extra_forbidden":
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
             continue
-        found.append((_place(model, loc), SchemaIssue(".".join(map(str, loc)),
-                                                      _message(error, _annotation(model, loc)))))
+        place, annotation = _follow(model, loc)
+        found.append((place, SchemaIssue(".".join(map(str, loc)), _message(error, annotation))))
     # zod checks an object's known keys in the order they are declared, then says its
     # unknown keys: each object's after every problem inside it, before the next field's
     for parent, keys in unknown.items():
         quoted = ", ".join(f'"{key}"' for key in keys)
-        found.append(([*_place(model, parent), math.inf],
+        found.append(([*_follow(model, parent)[0], math.inf],
                       SchemaIssue(".".join(map(str, parent)),
                                   f"Unrecognized key{'s' if len(keys) > 1 else ''}: {quoted}")))
     return [issue for _, issue in sorted(found, key=lambda pair: pair[0])]
 
 
-def _place(model: type[BaseModel], loc: tuple[Any, ...]) -> list[float]:
-    """Where `loc` comes in a check that goes through fields in declaration order."""
+def _follow(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[float], Any]:
+    """Where `loc` comes in a check that goes through fields in declaration order (a
+    position per step), and the annotation of what is there (None where it cannot be
+    followed)."""
     place: list[float] = []
     current: Any = model
     for part in loc:
@@ -396,32 +398,13 @@ def _place(model: type[BaseModel], loc: tuple[Any, ...]) -> list[float]:
             names = list(current.model_fields)
             place.append(names.index(part) if part in names else len(names))
             field = current.model_fields.get(str(part))
-            current = field.annotation if field is not None else None
-        elif isinstance(part, int):
-            place.append(part)
-            current = get_args(current)[-1] if get_args(current) else None
+            current = None if field is None else (
+                Annotated[(field.annotation, *field.metadata)] if field.metadata
+                else field.annotation)
         else:
-            place.append(0)
-            current = get_args(current)[-1] if get_args(current) else None
-    return place
-
-
-def _annotation(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
-    """The annotation of the field at `loc` (None where it cannot be followed)."""
-    current: Any = model
-    for part in loc:
-        current = _unwrap(current)
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(part))
-            if field is None:
-                return None
-            current = Annotated[(field.annotation, *field.metadata)] if field.metadata \
-                else field.annotation
-        elif get_origin(current) in (list, dict):
-            current = get_args(current)[-1]
-        else:
-            return None
-    return current
+            place.append(part if isinstance(part, int) else 0)
+            current = get_args(current)[-1] if get_origin(current) in (list, dict) else None
+    return place, current
 
 
 def _unwrap(annotation: Any) -> Any:

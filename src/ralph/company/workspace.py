@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from ralph.company.schemas import (
     schema_issues,
 )
 from ralph.errors import RalphError
+from ralph.store.frame import format_ts
 
 REQUIRED_DIRS = ("company", "company/migrations", "org", "org/teams", "org/agents", "work",
                  "work/projects", "inbox", "inbox/reviews", "inbox/help_requests", ".local")
@@ -70,8 +71,7 @@ class Issue:
 
 def now_iso() -> str:
     """UTC, milliseconds, `Z`: `2026-02-10T20:58:31.123Z` (JavaScript's toISOString)."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return format_ts(time.time_ns() // 1_000_000)
 
 
 def init_workspace(root: Path, company_name: str = DEFAULT_COMPANY_NAME, *,

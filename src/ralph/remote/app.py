@@ -60,7 +60,7 @@ class WebFiles:
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], *_encoded_headers()]
+                message["headers"] = [*message["headers"], *_ENCODED_HEADERS]
             await send(message)
 
         await self.files(scope, receive, send_with_headers)
@@ -82,8 +82,7 @@ def page_headers(request: Request) -> dict[str, str]:
     return {**WEB_HEADERS, "Content-Security-Policy": policy}
 
 
-def _encoded_headers() -> list[tuple[bytes, bytes]]:
-    return [(k.lower().encode(), v.encode()) for k, v in WEB_HEADERS.items()]
+_ENCODED_HEADERS = [(k.lower().encode(), v.encode()) for k, v in WEB_HEADERS.items()]
 
 
 class Guard:

@@ -17,8 +17,8 @@ export class LoopView {
     this.output = new LineLog($("output"), OUTPUT_LINES);
     this.refreshSoon = debounce(() => this.refresh(), 150);
     for (const [id, action] of [["run", () => this.run()], ["step", () => this.step()],
-      ["pause", () => this.control("loop/pause")], ["resume", () => this.control("loop/resume")],
-      ["stop", () => this.control("loop/stop")]]) {
+      ["pause", () => this.command("loop/pause")], ["resume", () => this.command("loop/resume")],
+      ["stop", () => this.command("loop/stop")]]) {
       $(id).addEventListener("click", action);
     }
     $("older").addEventListener("click", () => this.older());
@@ -191,10 +191,6 @@ export class LoopView {
     $("run").disabled = true;
     // answered when the iteration ends, however long the agent takes
     await this.command("loop/step", agent ? { agent } : {}, { timeoutMs: 0 });
-  }
-
-  async control(method) {
-    await this.command(method);
   }
 
   async command(method, params, options) {
