@@ -1,0 +1,68 @@
+"""What the control plane's methods share: the per-workspace request order, and the one
+way a company-service call becomes an answer (a refusal is -32000 with its message and
+`data`; a file that cannot be read or written, -32000 naming it)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ralph.company.layout import CompanyError
+from ralph.company.workspace import WorkspaceError
+from ralph.rpc import APPLICATION_ERROR, RpcError
+
+T = TypeVar("T")
+FAILED = (APPLICATION_ERROR, "Application error")
+
+
+def failed(message: str, **data: Any) -> RpcError:
+    """An application error: -32000, its message, and `data` (what it is about)."""
+    return RpcError(APPLICATION_ERROR, message, data)
+
+
+class InOrder:
+    """One lock per workspace, taken by each request about it as it starts: the requests
+    of one workspace run one after the other, in the order they arrived (a task runs up to
+    its first wait in the order it was made, and a lock serves its waiters in turn)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def of(self, workspace_dir: str) -> asyncio.Lock:
+        key = os.path.normpath(workspace_dir)
+        return self._locks.setdefault(key, asyncio.Lock())
+
+
+class Plane:
+    """The state of one control-plane server, shared by its method modules."""
+
+    def __init__(self) -> None:
+        self.in_order = InOrder()
+        self.workspaces: set[str] = set()  # every workspace a request named (normalised)
+
+    async def call(self, workspace_dir: str, action: Callable[..., T], *args: Any,
+                   **kwargs: Any) -> T:
+        """`action(Path(workspace_dir), *args)` in a worker thread, after the requests about
+        the same workspace that arrived before this one; its refusals as -32000."""
+        self.workspaces.add(os.path.normpath(workspace_dir))
+        async with self.in_order.of(workspace_dir):
+            return await self.off_loop(action, Path(workspace_dir), *args,
+                                       context={"workspace_dir": workspace_dir}, **kwargs)
+
+    @staticmethod
+    async def off_loop(action: Callable[..., T], *args: Any,
+                       context: dict[str, Any] | None = None, **kwargs: Any) -> T:
+        """`action(*args)` in a worker thread; its refusals as -32000 (with `context`)."""
+        try:
+            return await asyncio.to_thread(action, *args, **kwargs)
+        except CompanyError as exc:
+            raise failed(str(exc), **{**(context or {}), **exc.data}) from None
+        except WorkspaceError as exc:
+            raise failed(str(exc), **(context or {})) from None
+        except OSError as exc:
+            where = exc.filename or ""
+            raise failed(f"{where}: {exc.strerror or exc}" if where else str(exc),
+                         **(context or {})) from None
