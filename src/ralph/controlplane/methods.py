@@ -14,11 +14,20 @@ the validation of the workspace just made.
 from __future__ import annotations
 
 from ralph import __version__
-from ralph.controlplane import run_methods, workspace_methods
+from ralph.controlplane import (
+    admin_methods,
+    event_methods,
+    governance_methods,
+    index_methods,
+    run_methods,
+    session_methods,
+    workspace_methods,
+)
 from ralph.controlplane.plane import Plane
 from ralph.rpc import Registry
 
-GROUPS = (workspace_methods, run_methods)
+GROUPS = (workspace_methods, admin_methods, run_methods, session_methods, governance_methods,
+          index_methods, event_methods)
 
 
 def build_registry(plane: Plane | None = None) -> Registry:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +42,21 @@ class Plane:
     def __init__(self) -> None:
         self.in_order = InOrder()
         self.workspaces: set[str] = set()  # every workspace a request named (normalised)
+        # The live sessions of a workspace (session.list's rows) for the monitor; the
+        # sessions group replaces this when it registers.
+        self.session_rows: Callable[[str], list[dict[str, Any]]] = lambda _workspace: []
+        # Sends a notification to the client (set by the server once it is connected).
+        self.notify: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run `closer` when the server ends (sessions, watchers)."""
+        self._closers.append(closer)
+
+    async def close(self) -> None:
+        for closer in reversed(self._closers):
+            await closer()
+        self._closers.clear()
 
     async def call(self, workspace_dir: str, action: Callable[..., T], *args: Any,
                    **kwargs: Any) -> T:

@@ -9,6 +9,7 @@ import logging
 import signal
 
 from ralph.controlplane.methods import build_registry
+from ralph.controlplane.plane import Plane
 from ralph.rpc import Dispatcher, fd_server, take_stdio
 from ralph.rpc.jsoncodec import dumps
 
@@ -18,8 +19,10 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 async def serve_stdio() -> None:
     read_fd, write_fd = take_stdio()  # before anything else can read stdin or write stdout
-    dispatcher = Dispatcher(build_registry(), log=log)
+    plane = Plane()
+    dispatcher = Dispatcher(build_registry(plane), log=log)
     server, writer = await fd_server(dispatcher, read_fd, write_fd)
+    plane.notify = server.notify
     loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
         loop.add_signal_handler(sig, server.stop_reading)
@@ -28,6 +31,7 @@ async def serve_stdio() -> None:
     finally:
         for sig in _SIGNALS:
             loop.remove_signal_handler(sig)
+        await plane.close()
         with contextlib.suppress(Exception):
             await writer.drain()
         writer.close()
@@ -35,10 +39,14 @@ async def serve_stdio() -> None:
 
 async def call_once(method: str, params: object) -> bytes:
     """One request answered by the same dispatcher (`ac rpc:call`): the response line."""
-    dispatcher = Dispatcher(build_registry(), log=log)
+    plane = Plane()
+    dispatcher = Dispatcher(build_registry(plane), log=log)
     request: dict[str, object] = {"jsonrpc": "2.0", "id": 1, "method": method}
     if params is not None:
         request["params"] = params
-    answer = await dispatcher.handle(dumps(request))
+    try:
+        answer = await dispatcher.handle(dumps(request))
+    finally:
+        await plane.close()
     assert answer is not None  # (a request with an id is always answered)
     return answer

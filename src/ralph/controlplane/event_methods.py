@@ -1,0 +1,10 @@
+"""`events.subscribe`, `events.unsubscribe`, `events.ack` (in progress)."""
+
+from __future__ import annotations
+
+from ralph.controlplane.plane import Plane
+from ralph.rpc import Registry
+
+
+def register(registry: Registry, plane: Plane) -> None:
+    pass

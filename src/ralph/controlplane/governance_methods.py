@@ -1,0 +1,10 @@
+"""Inbox and governance: `inbox.list_*`, `artifact.read`, `memory.*`, `milestone.*`, `agent.*`."""
+
+from __future__ import annotations
+
+from ralph.controlplane.plane import Plane
+from ralph.rpc import Registry
+
+
+def register(registry: Registry, plane: Plane) -> None:
+    pass

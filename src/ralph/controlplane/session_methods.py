@@ -1,0 +1,10 @@
+"""`session.launch`, `session.poll`, `session.collect`, `session.stop`, `session.list`."""
+
+from __future__ import annotations
+
+from ralph.controlplane.plane import Plane
+from ralph.rpc import Registry
+
+
+def register(registry: Registry, plane: Plane) -> None:
+    pass
