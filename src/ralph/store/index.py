@@ -31,6 +31,7 @@ import orjson
 from ralph.store.errors import StoreError
 from ralph.store.frame import Frame, LineError, decode_line, format_ts
 from ralph.store.fsio import write_error
+from ralph.store.lines import FileCursor, complete_lines, line_end, replaced_or_shrunk
 from ralph.store.streams import LineReader, StaleOffsetError, list_streams
 
 log = logging.getLogger("ralph.store")
@@ -43,7 +44,6 @@ META_INLINE_BYTES = 1024
 # the sync wrote) until it is reset; past this size it is given back after a sync.
 WAL_KEEP_BYTES = 4 * 1024 * 1024
 _BUSY_TIMEOUT_MS = 60_000
-_READ_CHUNK = 4 * 1024 * 1024
 _INSERT_BATCH = 5000
 _EXCERPT = 200
 
@@ -345,7 +345,7 @@ class Index:
         Streams whose file was replaced (gc) or shrank are forgotten and read from the start;
         streams whose file is gone are dropped from the index.
         """
-        known = {name: (offset, ino) for name, offset, ino in
+        known = {name: FileCursor(offset, ino) for name, offset, ino in
                  conn.execute("SELECT name, byte_offset, ino FROM streams")}
         work: list[tuple[str, Path, int, int, int]] = []
         seen: set[str] = set()
@@ -355,13 +355,15 @@ class Index:
             except FileNotFoundError:
                 continue
             seen.add(stream)
-            offset, ino = known.get(stream, (0, st.st_ino))
-            if ino != st.st_ino or st.st_size < offset:
-                if ino == st.st_ino:
+            cursor = known.get(stream, FileCursor(0, st.st_ino))
+            offset = cursor.offset
+            changed = replaced_or_shrunk(cursor, st)
+            if changed is not None:
+                if changed == "shrunk":
                     log.warning("stream %s shrank below what was indexed; reindexing it", stream)
                 self._forget_stream(conn, stream)
                 offset = 0
-            if st.st_size > offset or stream not in known or ino != st.st_ino:
+            if st.st_size > offset or stream not in known or changed is not None:
                 work.append((stream, path, st.st_size, st.st_ino, offset))
         for gone in known.keys() - seen:
             log.warning("stream file of %s is gone; dropping its frames from the index", gone)
@@ -439,37 +441,20 @@ class Index:
         bad: list[tuple[Any, ...]] = []
         frames = errors = 0
         pos = offset
-        handle.seek(offset)
-        carry = b""
-        remaining = size - offset
-        while remaining > 0:
-            chunk = handle.read(min(_READ_CHUNK, remaining))
-            if not chunk:
-                break
-            remaining -= len(chunk)
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                carry = data
+        for line_start, line in complete_lines(handle, offset, size, progress):
+            pos = line_end(line_start, line)
+            if not line.strip():
                 continue
-            carry = data[cut + 1:]
-            line_start = pos
-            for line in data[:cut].split(b"\n"):
-                if line.strip():
-                    try:
-                        frame_id, seq, ts, topic, meta, hash_ = decode_line(line, stream)
-                    except LineError as exc:
-                        bad.append(self._error_row(stream, line_start, line, str(exc)))
-                    else:
-                        rows.append((seq, frame_id, ts, topic, stream, _inline_meta(meta),
-                                     hash_, line_start))
-                line_start += len(line) + 1
-            pos = line_start
+            try:
+                frame_id, seq, ts, topic, meta, hash_ = decode_line(line, stream)
+            except LineError as exc:
+                bad.append(self._error_row(stream, line_start, line, str(exc)))
+                continue
+            rows.append((seq, frame_id, ts, topic, stream, _inline_meta(meta), hash_,
+                         line_start))
             if len(rows) >= _INSERT_BATCH:
                 frames += self._insert(conn, rows, bad)
                 rows = []
-            if progress is not None:
-                progress(len(chunk))
         frames += self._insert(conn, rows, bad)
         if bad:
             errors = self._record_errors(conn, bad)
