@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from ralph.errors import RalphError
@@ -13,6 +14,20 @@ from ralph.errors import RalphError
 
 class LockError(RalphError):
     """The lock file cannot be created."""
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (made, with its folder, if missing) for the
+    block, waiting for whoever holds it now: how processes take turns at a short critical
+    step (a decision written, a database made). The kernel releases it if the holder dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (closing the descriptor releases the lock)
 
 
 class FileLock:

@@ -293,6 +293,13 @@ class Git:
                                     ok=(0, 1))
         return result.exit_code == 0
 
+    async def add_worktree(self, path: Path, branch: str, base: str = "HEAD") -> None:
+        """A new working tree at `path` on a new branch `branch` made at `base` (GitError if
+        git refuses: the branch exists, the path is taken)."""
+        if not branch or branch.startswith("-"):
+            raise GitError(f"invalid branch name: {branch!r}")
+        await self._run(["worktree", "add", "-b", branch, "--", str(path), base])
+
     async def switch_branch(self, name: str, *, create: bool) -> None:
         """Check out branch `name`, creating it at HEAD first when `create` is set.
 

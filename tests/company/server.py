@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import sys
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ class AcServer:
         self.notifications: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._n = 0
+        self.stderr: deque[bytes] = deque(maxlen=200)  # its last log lines (drained, so that
+        # a talkative server never blocks on a full pipe)
         self._reader = asyncio.create_task(self._read())
+        self._logs = asyncio.create_task(self._read_stderr())
 
     @classmethod
     async def start(cls) -> AcServer:
@@ -41,10 +45,17 @@ class AcServer:
         assert self.proc.stdout is not None
         while line := await self.proc.stdout.readline():
             message = orjson.loads(line)
-            if "id" in message:
-                self._answers.pop(message["id"]).set_result(message)
-            else:
+            if "id" not in message:
                 await self.notifications.put(message)
+            elif message["id"] in self._answers:
+                self._answers.pop(message["id"]).set_result(message)
+            else:  # an answer to no request of ours (id null: a line it could not read)
+                raise AssertionError(f"unexpected answer: {message}")
+
+    async def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        while line := await self.proc.stderr.readline():
+            self.stderr.append(line)
 
     async def call(self, method: str, params: Any = None) -> Any:
         self._n += 1
@@ -82,4 +93,5 @@ class AcServer:
                 await self.proc.wait()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
+                await self._logs
         return code

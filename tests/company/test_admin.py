@@ -59,8 +59,11 @@ def test_adapter_status_lists_ralphs_adapters_with_their_programs(
 
 
 def test_doctor_reports_each_check_in_the_originals_order(
-        client: Client, workspace: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+        client: Client, workspace: tuple[Path, dict[str, str]], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     root, ids = workspace
+    fake_program(tmp_path / "bin", "claude")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     plain = tmp_path / "plain"
@@ -74,7 +77,8 @@ def test_doctor_reports_each_check_in_the_originals_order(
     by_id = {c["id"]: c for c in result["checks"]}
     assert by_id["workspace.schema"] == {"id": "workspace.schema", "status": "pass",
                                          "message": "Workspace schema validation passed."}
-    assert by_id["providers.cli"]["status"] == "pass"  # the command adapter is always there
+    assert by_id["providers.cli"] == {"id": "providers.cli", "status": "pass",
+                                      "message": "Available provider CLIs: claude_cli"}
     assert by_id["repos.mappings"] == {
         "id": "repos.mappings", "status": "warn",
         "message": "Repo mappings loaded with 1 warning(s).",
@@ -116,6 +120,22 @@ def test_doctor_reports_each_check_in_the_originals_order(
         "message": "1 referenced worktree path(s) are missing.",
         "details": [f"{ids['proj']}/{ids['run']}: .local/worktrees/gone"]}
     assert broken["ok"] is False and broken["summary"]["fail"] == 2
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    bare = client.call("workspace.doctor", params)
+    agents = {c["id"]: c for c in bare["checks"]}["providers.cli"]
+    # The command adapter runs anything, so it says nothing about agents being there.
+    assert agents["status"] == "fail"
+    assert agents["message"] == "No provider CLI adapter is available."
+    assert [d.split(":")[0] for d in agents["details"]] == [
+        "codex_cli", "claude_cli", "gemini_cli", "opencode_cli"]
+
+    (root / ".local/machine.yaml").write_text("repo_roots: [unclosed\n")
+    unreadable = {c["id"]: c for c in client.call("workspace.doctor", params)["checks"]}
+    assert unreadable["machine.config"]["status"] == "fail"
+    assert unreadable["machine.config"]["message"].startswith(
+        "Failed to read .local/machine.yaml: ")
+    assert str(root) not in unreadable["machine.config"]["message"]
+    assert "repos.mappings" not in unreadable
 
 
 def test_adapter_status_needs_a_workspace(client: Client, tmp_path: Path) -> None:

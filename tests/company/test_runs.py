@@ -80,6 +80,8 @@ def test_replay_gives_events_the_last_tail_and_bad_lines(
      "Unknown project: proj_none"),
     ("run.create", {"project_id": "../../etc", "agent_id": "a", "provider": "p"},
      "project_id must be a name, not a path: '../../etc'"),
+    ("run.create", {"project_id": "PROJ", "agent_id": "agent_none", "provider": "p"},
+     "Unknown agent: agent_none"),
     ("run.replay", {"project_id": "PROJ", "run_id": "run_none"},
      "Unknown run: run_none (project PROJ)"),
     ("run.replay", {"project_id": "PROJ", "run_id": ".."},

@@ -140,7 +140,10 @@ def test_stdin_env_and_a_failing_exit_code(sessions: Sessions) -> None:
     assert "s3cr3t" not in (run / "run.yaml").read_text()
     assert read_yaml(run / "run.yaml")["status"] == "failed"
     assert events(run)[-1]["type"] == "run.failed"
-    assert events(run)[-1]["session_ref"] == f"local_{run.name}"
+    # The session's own ref on every event it wrote (the original always wrote
+    # local_<run_id>, whatever ref the launch was given); run.started came before it.
+    assert {e["session_ref"] for e in events(run)[1:]} == {"mine"}
+    assert events(run)[0]["session_ref"] == f"local_{run.name}"
 
 
 def test_a_character_split_across_reads_arrives_whole(sessions: Sessions) -> None:
@@ -160,7 +163,8 @@ def test_the_tee_decodes_each_stream_incrementally(tmp_path: Path) -> None:
     run = tmp_path / "run_x"
     run.mkdir()
     lines: list[tuple[str, str, int]] = []
-    tee = Tee(run, "run_x", "agent_x", lambda s, line, at: lines.append((s, line, at)))
+    tee = Tee(run, "run_x", "agent_x", "local_run_x",
+              lambda s, line, at: lines.append((s, line, at)))
     for stream, data in (("stdout", b"\xc3"), ("stderr", b"\xe2\x82"), ("stdout", b"\xa9\n2"),
                          ("stderr", b"\xac"), ("stdout", b"\xf0\x9f")):
         tee.feed(stream, data)

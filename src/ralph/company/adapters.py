@@ -18,7 +18,7 @@ from ralph.agents import ADAPTERS
 from ralph.agents.base import Adapter, AgentError, JsonOutputParser
 from ralph.agents.program import check_program
 from ralph.approvals.policy import ApprovalPolicy, PolicyFile
-from ralph.company.files import read_yaml
+from ralph.company.files import FileFormatError, read_yaml
 from ralph.company.schemas import MachineYaml, schema_issues
 from ralph.company.workspace import MACHINE_FILE
 
@@ -34,7 +34,7 @@ def provider_bins(root: Path) -> dict[str, str]:
     """`provider_bins` of the machine file ({} when it is missing or invalid)."""
     try:
         data = read_yaml(root / MACHINE_FILE)
-    except (OSError, ValueError):
+    except (OSError, ValueError, FileFormatError):
         return {}
     if schema_issues(MachineYaml, data):
         return {}

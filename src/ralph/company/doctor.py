@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph.company.adapters import adapter_statuses
-from ralph.company.files import read_yaml
+from ralph.company.files import FileFormatError, read_yaml
 from ralph.company.layout import HELP_REQUESTS, INDEX_FILE, PROJECTS, REVIEWS
 from ralph.company.runs import project_ids, read_run, run_ids
 from ralph.company.schemas import MachineYaml, schema_issues
@@ -60,8 +60,9 @@ def _machine(root: Path, checks: list[Check]) -> dict[str, Any] | None:
         problems = schema_issues(MachineYaml, data)
         if problems:
             raise ValueError("; ".join(f"{p.path}: {p.message}" for p in problems))
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    except (OSError, ValueError, FileFormatError) as exc:
+        reason = (exc.reason if isinstance(exc, FileFormatError) and exc.reason
+                  else exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
         checks.append(check("machine.config", "fail",
                             f"Failed to read .local/machine.yaml: {reason}"))
         return None
@@ -70,6 +71,9 @@ def _machine(root: Path, checks: list[Check]) -> dict[str, Any] | None:
 
 
 def _providers(statuses: list[dict[str, Any]]) -> list[Check]:
+    # An agent CLI, that is: the command adapter runs whatever it is given, so it is always
+    # "available" and says nothing about whether an agent can run here.
+    statuses = [s for s in statuses if s["provider"] != "command"]
     available = [s["name"] for s in statuses if s["mode"] == "cli" and s["available"]]
     if available:
         cli = check("providers.cli", "pass", f"Available provider CLIs: {', '.join(available)}")

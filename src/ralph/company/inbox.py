@@ -6,8 +6,6 @@ and the appending of its event to the log of the run the subject came from."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +32,7 @@ from ralph.company.layout import (
 )
 from ralph.company.schemas import HelpRequestFrontMatter, ReviewYaml, schema_issues
 from ralph.company.workspace import HELP_HEADINGS, now_iso
+from ralph.flock import exclusive
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 1000
@@ -152,14 +151,8 @@ def decision_lock(root: Path, subject: str) -> Iterator[None]:
     from this process or another, waits for the first to be written and then sees it.
     (Blocking: a decision takes milliseconds, and the kernel releases the lock of a
     process that dies.)"""
-    path = root / LOCKS / f"{subject}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive(root / LOCKS / f"{subject}.lock"):
         yield
-    finally:
-        os.close(fd)  # (closing the descriptor releases the lock)
 
 
 def run_events_path(root: Path, project_id: str, run_id: str) -> Path | None:

@@ -37,6 +37,7 @@ from ralph.company.index_db import (
 )
 from ralph.company.index_sync import SyncCounts, sync_all
 from ralph.company.layout import require_workspace
+from ralph.store.lines import FileCursor
 
 log = logging.getLogger("ralph.company.index")
 T = TypeVar("T")
@@ -223,6 +224,16 @@ def recent_events(root: Path, *, project_id: str | None = None, run_id: str | No
     ascending order (list_events' order): [{project_id, run_id, seq, event}] with the event
     as its line's object. The index is synced first (made if missing) unless `sync` is
     False."""
+    return backfill(root, project_id=project_id, run_id=run_id, event_types=event_types,
+                    limit=limit, sync=sync)[0]
+
+
+def backfill(root: Path, *, project_id: str | None = None, run_id: str | None = None,
+             event_types: Sequence[str] | None = None, limit: int, sync: bool = True
+             ) -> tuple[list[dict[str, Any]], dict[str, FileCursor]]:
+    """`recent_events`, and where the index stopped in each run's events file when it read
+    them ("<project_id>/<run_id>": cursor), from one consistent view of the index: a reader
+    that goes on from those positions neither misses nor repeats an event."""
     if sync:
         sync_index(root)
     base = {"project_id": project_id, "run_id": run_id}
@@ -230,19 +241,23 @@ def recent_events(root: Path, *, project_id: str | None = None, run_id: str | No
     kinds: list[str | None] = list(dict.fromkeys(event_types)) if event_types is not None \
         else [None]
 
-    def query(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    def query(conn: sqlite3.Connection
+              ) -> tuple[list[tuple[Any, ...]], dict[str, FileCursor]]:
         found: list[tuple[Any, ...]] = []
         for kind in kinds:
             where, args = _where({**base, "type": kind})
             found += conn.execute(
                 f"SELECT ts_wallclock, seq, run_id, project_id, raw_json FROM events {where} "
                 f"ORDER BY {_EVENT_ORDER.format('DESC')} LIMIT ?", [*args, limit]).fetchall()
-        return found
+        cursors = {f"{pid}/{rid}": FileCursor(offset, ino) for pid, rid, offset, ino in
+                   conn.execute("SELECT project_id, run_id, byte_offset, ino "
+                                "FROM ralph_event_cursors")}
+        return found, cursors
 
-    found = read(root, query)
+    found, cursors = read(root, query)
     found.sort(key=lambda row: (row[0] is not None, row[0] or "", row[1], row[2], row[3]))
     return [{"project_id": pid, "run_id": rid, "seq": seq, "event": orjson.loads(raw)}
-            for _ts, seq, rid, pid, raw in found[-limit:]]
+            for _ts, seq, rid, pid, raw in found[-limit:]], cursors
 
 
 def list_event_parse_errors(root: Path, project_id: str | None = None,

@@ -11,13 +11,13 @@ in WAL mode: readers are never blocked by a sync, and see the index before it or
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 from ralph.company.layout import INDEX_FILE, CompanyError
+from ralph.flock import exclusive
 
 log = logging.getLogger("ralph.company.index")
 
@@ -125,10 +125,7 @@ def is_corruption(exc: sqlite3.DatabaseError) -> bool:
 def setup_lock(root: Path) -> Iterator[None]:
     """Serialise making, switching to WAL and recreating the file across processes (SQLite's
     busy timeout does not cover those steps)."""
-    path = db_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name("index.sqlite.lock"), "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    with exclusive(db_path(root).with_name("index.sqlite.lock")):
         yield
 
 

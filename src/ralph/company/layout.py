@@ -71,8 +71,12 @@ def existing_run(root: Path, project_id: str, run_id: str) -> Path:
     return found
 
 
+def is_workspace(root: Path) -> bool:
+    return (root / "company" / "company.yaml").is_file()
+
+
 def require_workspace(root: Path) -> None:
     """CompanyError unless `root` looks like a workspace (its company file is there)."""
-    if not (root / "company" / "company.yaml").is_file():
+    if not is_workspace(root):
         raise CompanyError(f"Not an AgentCompany workspace (no company/company.yaml): {root}",
                            workspace_dir=str(root))

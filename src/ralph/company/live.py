@@ -25,19 +25,17 @@ from ralph.company.events import parse_line
 from ralph.company.layout import EVENTS_FILE, PROJECTS
 from ralph.company.workspace import now_iso
 from ralph.fsutil import atomic_write_bytes
+from ralph.store.lines import (
+    READ_CHUNK,
+    FileCursor,
+    complete_lines,
+    line_end,
+    replaced_or_shrunk,
+)
 
 ACKS_DIR = ".local/subscriptions"
-MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer line is passed over (never held in memory whole)
 _CHUNK = 256 * 1024
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Where reading resumes in one events file: a byte offset in the file with inode `ino`."""
-
-    offset: int
-    ino: int
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,7 @@ class LiveEvent:
     run_id: str
     start: int
     end: int
+    ino: int  # the events file's inode
     event: dict[str, Any]
 
 
@@ -87,7 +86,7 @@ def key_of(root: Path, path: Path) -> tuple[str, str] | None:
     return None
 
 
-def end_cursor(path: Path) -> Cursor | None:
+def end_cursor(path: Path) -> FileCursor | None:
     """The position after the last complete line of `path` (None if it is gone)."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -100,69 +99,46 @@ def end_cursor(path: Path) -> Cursor | None:
             start = max(0, end - _CHUNK)
             cut = os.pread(fd, end - start, start).rfind(b"\n")
             if cut >= 0:
-                return Cursor(start + cut + 1, st.st_ino)
+                return FileCursor(start + cut + 1, st.st_ino)
             end = start
-        return Cursor(0, st.st_ino)
+        return FileCursor(0, st.st_ino)
     finally:
         os.close(fd)
 
 
-def read_appended(path: Path, cursor: Cursor | None,
-                  limit: int = _CHUNK) -> tuple[list[tuple[int, bytes]], Cursor | None]:
-    """The complete lines after `cursor` (at most about `limit` bytes of them) as (start
-    offset, line), and the cursor after them. A file replaced (another inode) or shorter
-    than the cursor is read from its start; a file that is gone gives nothing and None."""
+def read_appended(path: Path, cursor: FileCursor | None, budget: int = _CHUNK
+                  ) -> tuple[list[tuple[int, bytes]], FileCursor | None]:
+    """The complete lines after `cursor` (about `budget` bytes of them at most) as (start
+    offset, line), and the cursor after them. A file replaced or shorter than the cursor is
+    read from its start; a file that is gone gives nothing and None."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        handle = path.open("rb")
     except OSError:
         return [], None
-    try:
-        st = os.fstat(fd)
-        offset = 0 if cursor is None or cursor.ino != st.st_ino or st.st_size < cursor.offset \
-            else cursor.offset
+    with handle:
+        st = os.fstat(handle.fileno())
+        offset = cursor.offset if cursor is not None and \
+            replaced_or_shrunk(cursor, st) is None else 0
         lines: list[tuple[int, bytes]] = []
-        while offset < st.st_size:
-            data = os.pread(fd, min(max(limit, _CHUNK), st.st_size - offset), offset)
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                if len(data) >= MAX_LINE_BYTES:  # one huge line: pass over it
-                    offset = _skip_line(fd, offset + len(data), st.st_size)
-                    continue
-                if offset + len(data) < st.st_size:  # a long line: read more of it at once
-                    limit = len(data) * 2
-                    continue
+        end = offset
+        for start, line in complete_lines(handle, offset, st.st_size,
+                                          chunk_size=min(budget, READ_CHUNK)):
+            lines.append((start, line))
+            end = line_end(start, line)
+            if end - offset >= budget:
                 break
-            start = offset
-            for line in data[:cut].split(b"\n"):
-                lines.append((start, line))
-                start += len(line) + 1
-            offset += cut + 1
-            if offset - (cursor.offset if cursor else 0) >= limit:
-                break
-        return lines, Cursor(offset, st.st_ino)
-    finally:
-        os.close(fd)
-
-
-def _skip_line(fd: int, offset: int, size: int) -> int:
-    while offset < size:
-        data = os.pread(fd, _CHUNK, offset)
-        cut = data.find(b"\n")
-        if cut >= 0:
-            return offset + cut + 1
-        offset += len(data)
-    return offset
+        return lines, FileCursor(end, st.st_ino)
 
 
 class Feed:
     """One reader's positions over a workspace's events files."""
 
-    def __init__(self, root: Path, cursors: dict[str, Cursor] | None = None, *,
+    def __init__(self, root: Path, cursors: dict[str, FileCursor] | None = None, *,
                  from_start: bool = False) -> None:
         """Start at `cursors` where given; elsewhere at the current end of each events file
         (what is there now is history, not news), or at the start with `from_start`."""
         self.root = root
-        self.cursors: dict[str, Cursor] = dict(cursors or {})
+        self.cursors: dict[str, FileCursor] = dict(cursors or {})
         for project_id, run_id, path in events_files(root):
             key = run_key(project_id, run_id)
             if key not in self.cursors and not from_start:
@@ -188,12 +164,14 @@ class Feed:
                 more = True
                 break
             key = run_key(project_id, run_id)
-            lines, cursor = read_appended(path, self.cursors.get(key), budget)
+            before = self.cursors.get(key)
+            lines, cursor = read_appended(path, before, budget)
             if cursor is None:
                 continue
-            before = self.cursors.get(key)
             self.cursors[key] = cursor
             used = cursor.offset - (before.offset if before and before.ino == cursor.ino else 0)
+            if used >= budget:  # stopped at the budget: this file may hold more
+                more = True
             budget -= max(used, 1)
             for start, line in lines:
                 if not line.strip():
@@ -201,7 +179,7 @@ class Feed:
                 event, _error = parse_line(line.decode("utf-8", "replace"))
                 if event is not None:
                     found.append(LiveEvent(key, project_id, run_id, start,
-                                           start + len(line) + 1, event))
+                                           line_end(start, line), cursor.ino, event))
         return found, more
 
 
@@ -214,17 +192,17 @@ def ack_file(root: Path, subscription_id: str) -> Path:
     return root / ACKS_DIR / f"{name}.json"
 
 
-def load_acks(root: Path, subscription_id: str) -> dict[str, Cursor] | None:
+def load_acks(root: Path, subscription_id: str) -> dict[str, FileCursor] | None:
     """The positions acknowledged last time, or None if there are none (or unreadable)."""
     try:
         data = orjson.loads(ack_file(root, subscription_id).read_bytes())
-        return {key: Cursor(int(pos["offset"]), int(pos["ino"]))
+        return {key: FileCursor(int(pos["offset"]), int(pos["ino"]))
                 for key, pos in data["positions"].items()}
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
-def save_acks(root: Path, subscription_id: str, positions: dict[str, Cursor]) -> None:
+def save_acks(root: Path, subscription_id: str, positions: dict[str, FileCursor]) -> None:
     path = ack_file(root, subscription_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, orjson.dumps({

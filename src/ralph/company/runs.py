@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from ralph.company.events import append_event, envelope, read_event_lines
-from ralph.company.files import read_yaml, write_yaml
+from ralph.company.files import FileFormatError, read_yaml, write_yaml
 from ralph.company.ids import new_id
 from ralph.company.layout import (
     EVENTS_FILE,
     PROJECTS,
     CompanyError,
+    agent_dir,
     component,
     events_relpath,
     existing_project,
@@ -27,12 +28,13 @@ from ralph.fsutil import atomic_write_bytes
 
 
 def create_run(root: Path, project_id: str, agent_id: str, provider: str) -> dict[str, str]:
-    """A new run of `agent_id` in a project the workspace holds (the original checked
-    nothing and made the project's directories for any id): {run_id, context_pack_id,
+    """A new run of an agent the workspace holds in a project it holds (the original checked
+    neither, and made the project's directories for any id): {run_id, context_pack_id,
     run_dir}."""
     require_workspace(root)
     project = existing_project(root, project_id)
-    component(agent_id, "agent_id")
+    if not (agent_dir(root, agent_id) / "agent.yaml").is_file():
+        raise CompanyError(f"Unknown agent: {agent_id}", agent_id=agent_id)
     run_id, ctx_id, created_at = new_id("run"), new_id("ctx"), now_iso()
     run = project / "runs" / run_id
     (run / "outputs").mkdir(parents=True)
@@ -65,7 +67,7 @@ def read_run(run: Path) -> RunYaml | None:
     """A run's run.yaml, or None if it is missing or invalid (validate reports it)."""
     try:
         data = read_yaml(run / "run.yaml")
-    except (OSError, ValueError):
+    except (OSError, ValueError, FileFormatError):
         return None
     if schema_issues(RunYaml, data):
         return None

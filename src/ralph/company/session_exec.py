@@ -212,7 +212,8 @@ class SessionRun:
         agent_events = None
         if p.agent is not None:
             agent_events = AgentEvents(p.agent, self._emitter(events))
-        tee = await asyncio.to_thread(Tee, p.run, request.run_id, p.agent_id,
+        ref = p.state.session_ref
+        tee = await asyncio.to_thread(Tee, p.run, request.run_id, p.agent_id, ref,
                                       agent_events.line if agent_events else None)
         result: ProcessResult | None = None
         error: str | None = None
@@ -221,16 +222,18 @@ class SessionRun:
             if p.cwd.worktree_rel is not None:
                 assert request.repo_id is not None and request.task_id is not None
                 await add_worktree(p.root, p.cwd, p.run, request.run_id, p.agent_id,
-                                   request.repo_id, request.task_id, request.milestone_id)
+                                   request.repo_id, request.task_id, request.milestone_id,
+                                   session_ref=ref)
             if not p.cwd.cwd.is_dir():
                 raise CompanyError("Resolved cwd does not exist or is not a directory: "
                                    f"{p.cwd.cwd}")
             await asyncio.to_thread(_write_spec, p.run, spec)
             if request.repo_id is not None and p.cwd.repo_root is not None:
                 await snapshot_repo(p.root, request.project_id, p.run, request.run_id,
-                                    p.context_pack_id, request.repo_id, p.cwd.repo_root)
+                                    p.context_pack_id, request.repo_id, p.cwd.repo_root,
+                                    session_ref=ref)
             await asyncio.to_thread(append_event, events, envelope(
-                request.run_id, "run.executing", _executing(spec)))
+                request.run_id, "run.executing", _executing(spec), session_ref=ref))
             if self.stopping:
                 return "stopped", None, None, self._stop_reason
             if agent_events is not None:
@@ -263,11 +266,12 @@ class SessionRun:
 
     def _emitter(self, events: Path) -> Any:
         run_id, actor = self.prepared.request.run_id, self.prepared.agent_id
+        ref = self.prepared.state.session_ref
 
         def emit(topic: str, meta: dict[str, Any]) -> None:
             visibility = "team" if topic in ("agent.output", "agent.usage") else "org"
             append_event(events, envelope(run_id, topic, meta, actor=actor,
-                                          visibility=visibility))
+                                          visibility=visibility, session_ref=ref))
         return emit
 
     def _write_inputs(self) -> dict[str, Any]:

@@ -29,13 +29,14 @@ LineSink = Callable[[str, str, int], None]
 class Tee:
     """Where a running session's stdout and stderr go (see the module docstring)."""
 
-    def __init__(self, run: Path, run_id: str, actor: str,
+    def __init__(self, run: Path, run_id: str, actor: str, session_ref: str,
                  on_line: LineSink | None = None) -> None:
         outputs = run / "outputs"
         outputs.mkdir(parents=True, exist_ok=True)
         self._events = run / EVENTS_FILE
         self._run_id = run_id
         self._actor = actor
+        self._session_ref = session_ref
         self._files: dict[str, BinaryIO] = {}
         for stream in STREAMS:  # truncated, as each launch starts its outputs afresh
             self._files[stream] = (outputs / f"{stream}.txt").open("wb", buffering=0)
@@ -62,7 +63,7 @@ class Tee:
         if text:
             append_event(self._events, envelope(
                 self._run_id, "provider.raw", {"stream": stream, "chunk": text},
-                actor=self._actor, visibility="team"))
+                actor=self._actor, visibility="team", session_ref=self._session_ref))
 
 
 class Lines:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import orjson
 
 from ralph.company.events import append_event, envelope
@@ -92,9 +93,10 @@ def run_path(workspace_dir: str, project_id: str, run_id: str) -> Path:
 def read_state(run: Path) -> SessionState | None:
     """The session of run directory `run`, or None (none, or a file that is not one)."""
     try:
-        data = orjson.loads((run / SESSION_FILE).read_bytes())
-        return SessionState(**data)
-    except (OSError, orjson.JSONDecodeError, TypeError):
+        # (msgspec checks every field's type: a hand-edited file cannot smuggle a string
+        # into a pid or a time)
+        return msgspec.json.decode((run / SESSION_FILE).read_bytes(), type=SessionState)
+    except (OSError, msgspec.DecodeError):
         return None
 
 
@@ -127,7 +129,8 @@ def signal_name(exit_code: int | None) -> str | None:
 
 
 def terminal_event(run_id: str, status: SessionStatus, exit_code: int | None,
-                   signal_: str | None, error: str | None = None) -> dict[str, Any]:
+                   signal_: str | None, error: str | None = None,
+                   session_ref: str | None = None) -> dict[str, Any]:
     """`run.ended` / `run.failed` / `run.stopped` with {exit_code, signal, stopped} (and,
     for a session that failed without its command's verdict, why: `error`)."""
     payload: dict[str, Any] = {"exit_code": exit_code, "signal": signal_,
@@ -135,7 +138,7 @@ def terminal_event(run_id: str, status: SessionStatus, exit_code: int | None,
     if error is not None:
         payload["error"] = error
     kind = {"ended": "run.ended", "stopped": "run.stopped"}.get(status, "run.failed")
-    return envelope(run_id, kind, payload)
+    return envelope(run_id, kind, payload, session_ref=session_ref)
 
 
 def set_run_status(run: Path, status: SessionStatus, spec: dict[str, Any] | None = None
@@ -162,7 +165,8 @@ def record_end(run: Path, state: SessionState) -> None:
     if isinstance(data, dict) and data.get("status") == "running":
         append_event(run / EVENTS_FILE, terminal_event(
             state.run_id, state.status, state.exit_code, state.signal,
-            state.error if state.status == "failed" and state.exit_code is None else None))
+            state.error if state.status == "failed" and state.exit_code is None else None,
+            state.session_ref))
         set_run_status(run, state.status)
     write_state(run, state)
 

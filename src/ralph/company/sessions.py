@@ -54,6 +54,7 @@ class SessionManager:
         self._own: dict[str, SessionRun] = {}  # by session_ref: this server's latest
         self._tasks: dict[str, asyncio.Task[SessionState]] = {}
         self._claimed: set[str] = set()  # refs being launched (checked, not yet started)
+        self._closing = False
 
     # -- launching ---------------------------------------------------------------------------
 
@@ -73,6 +74,8 @@ class SessionManager:
         """Run a prepared launch in the background (in the running event loop); its ref."""
         ref = prepared.state.session_ref
         run = SessionRun(prepared)
+        if self._closing:  # recorded as the server began to stop: record it stopped too
+            run.stop(SERVER_STOPPED)
         task = asyncio.get_running_loop().create_task(run.run())
         with self._lock:
             self._own[ref] = run
@@ -163,7 +166,9 @@ class SessionManager:
 
     async def close(self) -> None:
         """Stop every session this server runs (recorded `stopped`, error "server
-        stopped") and wait until their commands have gone."""
+        stopped") and wait until their commands have gone; a launch that starts after this
+        is stopped as it starts."""
+        self._closing = True
         with self._lock:
             running = [(self._own[ref], task) for ref, task in self._tasks.items()
                        if not task.done()]
@@ -171,6 +176,10 @@ class SessionManager:
             session.stop(SERVER_STOPPED)
         if running:
             await asyncio.wait({task for _, task in running})
+        with self._lock:  # launches that started while it waited (stopped as they started)
+            late = [task for task in self._tasks.values() if not task.done()]
+        if late:
+            await asyncio.wait(late)
 
 
 def _same(a: str, b: str) -> bool:

@@ -135,23 +135,24 @@ def _existing_dir(path: Path) -> Path:
 
 
 async def add_worktree(root: Path, plan: CwdPlan, run: Path, run_id: str, actor: str,
-                       repo_id: str, task_id: str, milestone_id: str | None) -> None:
+                       repo_id: str, task_id: str, milestone_id: str | None, *,
+                       session_ref: str | None = None) -> None:
     """Add the planned worktree (GitError if git refuses) and say so in the run's events."""
     assert plan.repo_root is not None and plan.worktree_rel is not None
     assert plan.branch is not None
     worktree = root / plan.worktree_rel
     await asyncio.to_thread(worktree.parent.mkdir, parents=True, exist_ok=True)
-    # (Git has no worktree method of its own: `_run` is its one way to run a git command.)
-    await Git(plan.repo_root, timeout_s=GIT_TIMEOUT_S)._run(
-        ["worktree", "add", "-b", plan.branch, str(worktree), "HEAD"])
+    await Git(plan.repo_root, timeout_s=GIT_TIMEOUT_S).add_worktree(worktree, plan.branch)
     await asyncio.to_thread(append_event, run / EVENTS_FILE, envelope(
         run_id, "worktree.prepared", {
             "repo_id": repo_id, "task_id": task_id, "milestone_id": milestone_id,
-            "worktree_relpath": plan.worktree_rel, "branch": plan.branch}, actor=actor))
+            "worktree_relpath": plan.worktree_rel, "branch": plan.branch}, actor=actor,
+        session_ref=session_ref))
 
 
 async def snapshot_repo(root: Path, project_id: str, run: Path, run_id: str,
-                        context_pack_id: str, repo_id: str, repo_root: Path) -> None:
+                        context_pack_id: str, repo_id: str, repo_root: Path, *,
+                        session_ref: str | None = None) -> None:
     """HEAD and dirtiness of the repository into the context pack manifest (see the module
     docstring); never raises for git or file trouble (`context_pack.snapshot_failed`)."""
     events = run / EVENTS_FILE
@@ -171,7 +172,8 @@ async def snapshot_repo(root: Path, project_id: str, run: Path, run_id: str,
                 await asyncio.to_thread(append_event, events, envelope(
                     run_id, "artifact.produced", {
                         "artifact_id": patch_id, "relpath": relpath,
-                        "kind": "repo_dirty_patch", "repo_id": repo_id}))
+                        "kind": "repo_dirty_patch", "repo_id": repo_id},
+                    session_ref=session_ref))
         manifest = run.parent.parent / "context_packs" / context_pack_id / "manifest.yaml"
         await asyncio.to_thread(_write_snapshot, manifest, {
             "repo_id": repo_id, "head_sha": head, "dirty": dirty,
@@ -179,11 +181,13 @@ async def snapshot_repo(root: Path, project_id: str, run: Path, run_id: str,
         await asyncio.to_thread(append_event, events, envelope(
             run_id, "context_pack.snapshot_written", {
                 "context_pack_id": context_pack_id, "repo_id": repo_id, "head_sha": head,
-                "dirty": dirty, "dirty_patch_artifact_id": patch_id}))
+                "dirty": dirty, "dirty_patch_artifact_id": patch_id},
+            session_ref=session_ref))
     except (GitError, CompanyError, OSError, FileFormatError) as exc:
         await asyncio.to_thread(append_event, events, envelope(
             run_id, "context_pack.snapshot_failed", {
-                "context_pack_id": context_pack_id, "repo_id": repo_id, "error": str(exc)}))
+                "context_pack_id": context_pack_id, "repo_id": repo_id, "error": str(exc)},
+            session_ref=session_ref))
 
 
 def _write_patch(path: Path, text: str) -> None:

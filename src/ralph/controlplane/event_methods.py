@@ -3,21 +3,24 @@ ralph.controlplane.subscriptions; the backfill reads the workspace's index)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, StrictInt
 
+from ralph.company.index import backfill as index_backfill
 from ralph.company.layout import CompanyError
+from ralph.company.live import Feed
 from ralph.controlplane.params import Params, Str1, WorkspaceDir
 from ralph.controlplane.plane import FAILED, Plane, failed
 from ralph.controlplane.subscriptions import (
-    Backfill,
     Filters,
     Subscriptions,
     default_subscription_id,
 )
 from ralph.rpc import Registry
+from ralph.store.lines import FileCursor
 
 
 class SubscribeParams(Params):
@@ -49,8 +52,21 @@ class AckResult(BaseModel):
     ok: bool
 
 
-def register(registry: Registry, plane: Plane, backfill: Backfill | None = None) -> None:
+def register(registry: Registry, plane: Plane) -> None:
     subscriptions = Subscriptions(lambda: plane.notify, plane.workspaces)
+    plane.on_workspace(subscriptions.workspace_added)
+
+    async def backfill(filters: Filters, root: Path, limit: int
+                       ) -> tuple[list[dict[str, Any]], dict[str, FileCursor]]:
+        # Where each file ends now: a run the index does not hold (no valid run.yaml) goes
+        # on live from here; runs the index holds go on from where its view stopped.
+        now = await asyncio.to_thread(lambda: Feed(root).cursors)
+        async with plane.in_order.of(str(root)):
+            rows, indexed = await plane.off_loop(
+                index_backfill, root, project_id=filters.project_id, run_id=filters.run_id,
+                event_types=sorted(filters.event_types) if filters.event_types else None,
+                limit=limit, context={"workspace_dir": str(root)})
+        return rows, {**now, **indexed}
     plane.on_close(subscriptions.close)
 
     @registry.method("events.subscribe", params=SubscribeParams, result=SubscribeResult,
@@ -61,7 +77,7 @@ def register(registry: Registry, plane: Plane, backfill: Backfill | None = None)
         sub_id = params.subscription_id or default_subscription_id()
         root = Path(params.workspace_dir) if params.workspace_dir else None
         if root is not None:
-            plane.workspaces.add(str(root))
+            await plane.know(str(root))
         filters = Filters(params.project_id, params.run_id,
                           frozenset(params.event_types) if params.event_types else None)
         try:

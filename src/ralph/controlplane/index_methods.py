@@ -130,7 +130,8 @@ def register(registry: Registry, plane: Plane) -> None:
                      errors=[FAILED], summary="Runs with their live session, last event and "
                      "parse-error count (running first, then newest).")
     async def monitor_snapshot(params: MonitorParams) -> dict[str, Any]:
-        sessions = plane.session_rows(params.workspace_dir)
+        sessions = await plane.off_loop(plane.session_rows, params.workspace_dir,
+                                        context={"workspace_dir": params.workspace_dir})
         found = await plane.call(
             params.workspace_dir, snapshots.monitor_snapshot, sessions,
             project_id=params.project_id, limit=params.limit,
@@ -150,7 +151,8 @@ def register(registry: Registry, plane: Plane) -> None:
     @registry.method("ui.snapshot", params=UiParams, result=dict[str, Any], errors=[FAILED],
                      summary="monitor.snapshot and inbox.snapshot at once (one refresh).")
     async def ui_snapshot(params: UiParams) -> dict[str, Any]:
-        sessions = plane.session_rows(params.workspace_dir)
+        sessions = await plane.off_loop(plane.session_rows, params.workspace_dir,
+                                        context={"workspace_dir": params.workspace_dir})
         found = await plane.call(
             params.workspace_dir, snapshots.ui_snapshot, sessions,
             project_id=params.project_id, monitor_limit=params.monitor_limit,

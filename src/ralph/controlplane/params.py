@@ -5,6 +5,7 @@ which a client does not know)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,7 +17,8 @@ def _absolute(value: str) -> str:
         raise ValueError(f"must be an absolute path, not {value!r}")
     if "\x00" in value:
         raise ValueError("must not hold a NUL character")
-    return value
+    # One spelling a workspace: `/a/../ws/` and `/ws` are one workspace to every method.
+    return os.path.normpath(value)
 
 
 Str1 = Annotated[StrictStr, Field(min_length=1)]

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ralph.company.layout import CompanyError
+from ralph.company.layout import CompanyError, is_workspace
 from ralph.company.workspace import WorkspaceError
 from ralph.rpc import APPLICATION_ERROR, RpcError
 
@@ -48,6 +48,21 @@ class Plane:
         # Sends a notification to the client (set by the server once it is connected).
         self.notify: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._workspace_hooks: list[Callable[[Path], Awaitable[None]]] = []
+
+    def on_workspace(self, hook: Callable[[Path], Awaitable[None]]) -> None:
+        """Call `hook(root)` when a request first names a workspace (before it runs)."""
+        self._workspace_hooks.append(hook)
+
+    async def know(self, workspace_dir: str) -> None:
+        """Remember a workspace a request names (one that is a workspace), telling the
+        hooks the first time."""
+        key = os.path.normpath(workspace_dir)
+        if key in self.workspaces or not is_workspace(Path(key)):
+            return
+        self.workspaces.add(key)
+        for hook in self._workspace_hooks:
+            await hook(Path(key))
 
     def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
         """Run `closer` when the server ends (sessions, watchers)."""
@@ -62,10 +77,13 @@ class Plane:
                    **kwargs: Any) -> T:
         """`action(Path(workspace_dir), *args)` in a worker thread, after the requests about
         the same workspace that arrived before this one; its refusals as -32000."""
-        self.workspaces.add(os.path.normpath(workspace_dir))
-        async with self.in_order.of(workspace_dir):
-            return await self.off_loop(action, Path(workspace_dir), *args,
-                                       context={"workspace_dir": workspace_dir}, **kwargs)
+        await self.know(workspace_dir)
+        try:
+            async with self.in_order.of(workspace_dir):
+                return await self.off_loop(action, Path(workspace_dir), *args,
+                                           context={"workspace_dir": workspace_dir}, **kwargs)
+        finally:
+            await self.know(workspace_dir)  # (one workspace.init just made)
 
     @staticmethod
     async def off_loop(action: Callable[..., T], *args: Any,

@@ -26,15 +26,25 @@ async def serve_stdio() -> None:
     loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
         loop.add_signal_handler(sig, server.stop_reading)
+    # At EOF (or a signal) the server answers what it received before it ends; a request
+    # waiting on a session (`session.collect`) would wait for ever, so the sessions and
+    # subscriptions are stopped then, not after.
+    closing = asyncio.create_task(_close_at_eof(server.at_eof, plane))
     try:
         await server.serve()
     finally:
+        closing.cancel()
         for sig in _SIGNALS:
             loop.remove_signal_handler(sig)
         await plane.close()
         with contextlib.suppress(Exception):
             await writer.drain()
         writer.close()
+
+
+async def _close_at_eof(at_eof: asyncio.Event, plane: Plane) -> None:
+    await at_eof.wait()
+    await plane.close()
 
 
 async def call_once(method: str, params: object) -> bytes:

@@ -9,7 +9,6 @@ waits without holding anything, so a poll (or any request) is answered meanwhile
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 
@@ -75,9 +74,9 @@ def register(registry: Registry, plane: Plane) -> None:
     plane.session_rows = lambda workspace_dir: manager.rows(workspace_dir=workspace_dir)
     plane.on_close(manager.close)
 
-    def note(workspace_dir: str | None) -> None:
+    async def note(workspace_dir: str | None) -> None:
         if workspace_dir is not None:
-            plane.workspaces.add(os.path.normpath(workspace_dir))
+            await plane.know(workspace_dir)
 
     @registry.method("session.launch", params=SessionLaunchParams, result=SessionLaunchResult,
                      errors=[FAILED], summary="Run a command (or a Ralph agent) for a run in "
@@ -114,35 +113,38 @@ def register(registry: Registry, plane: Plane) -> None:
                      errors=[FAILED], summary="A session as it is now: {session_ref, "
                      "project_id, run_id, status, exit_code, signal, error?}.")
     async def session_poll(params: SessionRefParams) -> dict[str, Any]:
-        note(params.workspace_dir)
+        await note(params.workspace_dir)
         return await plane.off_loop(manager.poll, params.session_ref, params.workspace_dir)
 
     @registry.method("session.collect", params=SessionRefParams, result=dict[str, Any],
                      errors=[FAILED], summary="Wait for a session to end: its poll fields, "
                      "events_relpath and the sorted output_relpaths.")
     async def session_collect(params: SessionRefParams) -> dict[str, Any]:
-        note(params.workspace_dir)
+        await note(params.workspace_dir)
         return await _refused(manager.collect(params.session_ref, params.workspace_dir))
 
     @registry.method("session.stop", params=SessionRefParams, result=dict[str, Any],
                      errors=[FAILED], summary="Stop a session (SIGTERM, SIGKILL 1.5 s "
                      "later): its poll fields at once.")
     async def session_stop(params: SessionRefParams) -> dict[str, Any]:
-        note(params.workspace_dir)
+        await note(params.workspace_dir)
         return await _refused(manager.stop(params.session_ref, params.workspace_dir))
 
     @registry.method("session.list", params=SessionListParams, result=list[dict[str, Any]],
                      errors=[FAILED], summary="Sessions newest first, filtered: poll fields "
                      "+ workspace_dir, started_at_ms, ended_at_ms?.")
     async def session_list(params: SessionListParams) -> list[dict[str, Any]]:
-        note(params.workspace_dir)
+        await note(params.workspace_dir)
         return await plane.off_loop(manager.rows, params.workspace_dir, params.project_id,
                                     params.run_id, params.status)
 
 
 async def _refused(action: Awaitable[T]) -> T:
-    """`action`'s result; a CompanyError as -32000 with its message and data."""
+    """`action`'s result; a CompanyError as -32000 with its message and data, a file that
+    cannot be read or written as -32000 naming it."""
     try:
         return await action
     except CompanyError as exc:
         raise failed(str(exc), **exc.data) from None
+    except OSError as exc:
+        raise failed(f"{exc.filename or 'a session file'}: {exc.strerror or exc}") from None

@@ -28,7 +28,8 @@ from typing import Any
 import watchfiles
 
 from ralph.company.layout import EVENTS_FILE, PROJECTS, CompanyError
-from ralph.company.live import Cursor, Feed, LiveEvent, load_acks, save_acks
+from ralph.company.live import Feed, LiveEvent, load_acks, save_acks
+from ralph.store.lines import FileCursor
 
 log = logging.getLogger("ralph.controlplane")
 
@@ -38,7 +39,7 @@ SAFETY_TICK_S = 1.0  # a missed file event costs at most this much latency
 _DEBOUNCE_MS = 10
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 Backfill = Callable[["Filters", Path, int], Awaitable[tuple[list[dict[str, Any]],
-                                                            dict[str, Cursor]]]]
+                                                            dict[str, FileCursor]]]]
 
 
 def default_subscription_id() -> str:
@@ -71,6 +72,9 @@ class Sub:
     # (ts_monotonic_ms, run key, line start) of each event delivered and not acknowledged
     unacked: deque[tuple[Any, str, int]] = field(default_factory=deque)
     floor: dict[str, int] = field(default_factory=dict)  # unacknowledged from here (overflow)
+    # How far each file was handled (each event in it sent or filtered out), per workspace:
+    # a feed reads ahead of what has been sent, so acks are kept against this, not the feed.
+    handled: dict[Path, dict[str, FileCursor]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
 
     def touch(self, root: Path, paths: set[Path] | None) -> None:
@@ -78,37 +82,32 @@ class Sub:
         self.changed[root] = None if paths is None or known is None else known | paths
         self.wake.set()
 
-    def positions(self, root: Path) -> dict[str, Cursor]:
+    def positions(self, root: Path) -> dict[str, FileCursor]:
         """What a restart resumes from: each file's position, held back to the first event
         delivered but not acknowledged."""
-        feed = self.feeds[root]
         held = dict(self.floor)
         for _ts, key, start in self.unacked:
             held[key] = min(held.get(key, start), start)
-        return {key: Cursor(min(c.offset, held.get(key, c.offset)), c.ino)
-                for key, c in feed.cursors.items()}
+        return {key: FileCursor(min(c.offset, held.get(key, c.offset)), c.ino)
+                for key, c in self.handled.get(root, {}).items()}
 
     def acknowledge(self, upto: Any) -> None:
-        """Acknowledge delivered events, in delivery order, up to the first whose
-        ts_monotonic_ms is `upto` (or, if none is, up to the last one below it); everything
-        delivered when `upto` is None. Several events can share a millisecond, so an ack
-        never reaches past the first of them: a resume may send one again (at least once),
-        never skip one."""
+        """Acknowledge delivered events in delivery order: each one below `upto`, through
+        the first whose ts_monotonic_ms is `upto`, stopping at the first one above it (or
+        without a number); everything delivered when `upto` is None. Several events can
+        share a millisecond, so an ack never reaches past the first of them: a resume may
+        send one again (at least once), never skip one."""
         if upto is None:
             self.unacked.clear()
             self.floor.clear()
             return
-        last = -1
-        for n, (ts, _key, _start) in enumerate(self.unacked):
-            if not isinstance(ts, int | float) or isinstance(ts, bool):
-                continue
-            if ts == upto:
-                last = n
-                break
-            if ts < upto:
-                last = n
-        for _ in range(last + 1):
+        while self.unacked:
+            ts = self.unacked[0][0]
+            if not isinstance(ts, int | float) or isinstance(ts, bool) or ts > upto:
+                return
             self.unacked.popleft()
+            if ts == upto:
+                return
 
 
 class Watch:
@@ -161,12 +160,20 @@ class Subscriptions:
         self.subs: dict[str, Sub] = {}
         self._watches: dict[Path, Watch] = {}
         self._ticker: asyncio.Task[None] | None = None
+        # One subscribe at a time: two with the same id (or the 64th and 65th) would
+        # otherwise both pass the checks while they wait for their feeds.
+        self._subscribing = asyncio.Lock()
 
     async def subscribe(self, sub_id: str, root: Path | None, filters: Filters,
                         backfill_limit: int | None, backfill: Backfill | None) -> None:
         """Start (or replace) a subscription. Where it starts reading is settled before the
         caller answers, so every event appended after the answer is sent; the first
         notification goes out after the answer (the task starts on a later turn)."""
+        async with self._subscribing:
+            await self._subscribe(sub_id, root, filters, backfill_limit, backfill)
+
+    async def _subscribe(self, sub_id: str, root: Path | None, filters: Filters,
+                         backfill_limit: int | None, backfill: Backfill | None) -> None:
         old = self.subs.pop(sub_id, None)
         if old is not None:
             self._drop(old)
@@ -192,6 +199,14 @@ class Subscriptions:
             sub, starts, backfill_limit if backfilling else None, backfill))
         if self._ticker is None:
             self._ticker = asyncio.create_task(self._tick())
+
+    async def workspace_added(self, root: Path) -> None:
+        """A workspace this server hears of for the first time: subscriptions without a
+        workspace follow it from now on (before the request that named it runs, so they
+        see what that request appends)."""
+        for sub in list(self.subs.values()):
+            if sub.root is None and root not in sub.feeds:
+                self._attach(sub, root, await asyncio.to_thread(Feed, root))
 
     def unsubscribe(self, sub_id: str) -> bool:
         sub = self.subs.pop(sub_id, None)
@@ -224,6 +239,9 @@ class Subscriptions:
             watch = self._watches.get(root)
             if watch is not None:
                 watch.subs.discard(sub)
+                if not watch.subs:  # nobody follows this workspace any more
+                    watch.close()
+                    del self._watches[root]
 
     def _roots(self, sub: Sub) -> list[Path]:
         if sub.root is not None:
@@ -232,6 +250,7 @@ class Subscriptions:
 
     def _attach(self, sub: Sub, root: Path, feed: Feed) -> None:
         sub.feeds[root] = feed
+        sub.handled[root] = dict(feed.cursors)
         watch = self._watches.get(root)
         if watch is None:
             watch = self._watches[root] = Watch(root)
@@ -264,11 +283,15 @@ class Subscriptions:
                     reading = sub.feeds.get(root)
                     if reading is None:
                         continue
+                    handled = sub.handled.setdefault(root, {})
                     more = True
                     while more:
                         events, more = await asyncio.to_thread(reading.read, paths)
+                        read_upto = dict(reading.cursors)
                         for event in events:
                             await self._deliver(sub, root, event)
+                            handled[event.key] = FileCursor(event.end, event.ino)
+                        handled.update(read_upto)
         except asyncio.CancelledError:
             raise
         except Exception:  # a subscription must never take the server down
