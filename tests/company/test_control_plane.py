@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from ralph.company.files import read_yaml
+from ralph.company.ids import is_id
+from ralph.company.workspace import init_workspace, validate_workspace
 from tests.cli.helpers import TIMEOUT
 
 AC = str(Path(sys.executable).with_name("ac"))
@@ -100,3 +103,33 @@ def test_lines_that_are_not_requests(tmp_path: Path) -> None:
         None, -32700, "Parse error")
     assert "reason" in parse["error"]["data"]
     assert (invalid["id"], invalid["error"]["code"]) == (3, -32600)
+
+
+def test_teams_agents_and_projects_from_the_command_line(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    init_workspace(ws)
+
+    def ac(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([AC, *args], capture_output=True, text=True, timeout=TIMEOUT,
+                              check=False)
+
+    team = ac("team:new", str(ws), "--name", "Core").stdout.strip()
+    agent = ac("agent:new", str(ws), "--name", "Ada", "--role", "worker", "--provider",
+               "claude", "--team", team).stdout.strip()
+    project = ac("project:new", str(ws), "--name", "Shop").stdout.strip()
+    assert is_id(team, "team") and is_id(agent, "agent") and is_id(project, "proj")
+    made = read_yaml(ws / "org/agents" / agent / "agent.yaml")
+    assert list(made) == ["schema_version", "type", "id", "name", "role", "provider",
+                          "team_id", "created_at", "launcher"]
+    assert made["team_id"] == team and made["launcher"] == {}
+    assert (ws / "work/projects" / project / "memory.md").read_text() == (
+        "# Project Memory (Curated)\n\n## Summary\n\n## Decisions\n\n## Links\n")
+    assert {p.name for p in (ws / "work/projects" / project).iterdir()} == {
+        "tasks", "artifacts", "context_packs", "runs", "share_packs", "project.yaml",
+        "memory.md"}
+    assert validate_workspace(ws) == []
+    bad = ac("agent:new", str(ws), "--name", "X", "--role", "boss", "--provider", "codex")
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr == 'error: Invalid role "boss". Valid: ceo, director, manager, worker\n'
+    elsewhere = ac("project:new", str(tmp_path / "none"), "--name", "X")
+    assert elsewhere.returncode == 1 and "Not an AgentCompany workspace" in elsewhere.stderr

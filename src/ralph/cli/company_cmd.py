@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -72,6 +74,57 @@ def rpc_call(
         error_line(f"{problem['message']} ({problem['code']}){detail}")
         raise typer.Exit(1)
     sys.stdout.write(json.dumps(answer["result"], indent=2) + "\n")
+
+
+WorkspaceArg = Annotated[Path, typer.Argument(metavar="WORKSPACE_DIR",
+                                              help="The workspace's directory.")]
+NameOption = Annotated[str, typer.Option("--name", metavar="NAME", help="Its name.")]
+
+
+def _made(action: Callable[[], str]) -> None:
+    """Print the id `action` made; its refusal is one line on stderr and exit 1."""
+    from ralph.company.layout import CompanyError
+
+    try:
+        sys.stdout.write(action() + "\n")
+    except CompanyError as exc:
+        error_line(str(exc))
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        error_line(f"{exc.filename or 'the workspace'}: {exc.strerror or exc}")
+        raise typer.Exit(1) from None
+
+
+@ac.command("team:new", cls=HelpCommand)
+def team_new(workspace_dir: WorkspaceArg, name: NameOption) -> None:
+    """Create a team in a workspace; prints its id."""
+    from ralph.company.org import create_team
+
+    _made(lambda: create_team(workspace_dir.absolute(), name))
+
+
+@ac.command("agent:new", cls=HelpCommand)
+def agent_new(
+    workspace_dir: WorkspaceArg, name: NameOption,
+    role: Annotated[str, typer.Option("--role", metavar="ROLE",
+                                      help="ceo, director, manager or worker.")],
+    provider: Annotated[str, typer.Option("--provider", metavar="PROVIDER",
+                                          help="The agent CLI it runs: codex, claude, ...")],
+    team: Annotated[str | None, typer.Option("--team", metavar="TEAM_ID",
+                                             help="The team it belongs to.")] = None,
+) -> None:
+    """Create an agent in a workspace; prints its id."""
+    from ralph.company.org import create_agent
+
+    _made(lambda: create_agent(workspace_dir.absolute(), name, role, provider, team))
+
+
+@ac.command("project:new", cls=HelpCommand)
+def project_new(workspace_dir: WorkspaceArg, name: NameOption) -> None:
+    """Create a project in a workspace; prints its id."""
+    from ralph.company.org import create_project
+
+    _made(lambda: create_project(workspace_dir.absolute(), name))
 
 
 def ac_main() -> None:
