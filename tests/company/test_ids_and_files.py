@@ -13,6 +13,7 @@ from ralph.company.files import (
     FileFormatError,
     dump_yaml,
     headings,
+    load_yaml,
     read_front_matter,
     read_yaml,
     split_front_matter,
@@ -86,3 +87,13 @@ def test_front_matter_starts_at_the_first_byte_and_closes_with_a_line(tmp_path: 
                                                       st.text(), st.lists(st.text()))))
 def test_any_mapping_goes_through_yaml_unchanged(data: dict[str, object]) -> None:
     assert split_front_matter(f"---\n{dump_yaml(data)}---\nbody", "x")[0] == data
+
+
+def test_aliases_that_never_end_or_explode_are_format_errors() -> None:
+    assert load_yaml("a: &x [1]\nb: *x\n", "f") == {"a": [1], "b": [1]}  # sharing is fine
+    with pytest.raises(FileFormatError, match="contains it"):
+        load_yaml("extra: &x [*x]\n", "f")
+    laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+    with pytest.raises(FileFormatError, match="Excessive alias count"):
+        load_yaml(laughs, "f")

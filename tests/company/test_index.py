@@ -469,3 +469,49 @@ def test_bench_quick_mode_runs() -> None:
     table = out.getvalue()
     assert "| first index.sync (1,000 events) |" in table
     assert "monitor.snapshot (with its sync), p50" in table
+
+
+def test_rows_another_writer_deleted_are_indexed_again(client: Client,
+                                                      workspace: Workspace) -> None:
+    """AgentCompany's own sync does not know Ralph's cursors: rows it deleted (a run it
+    thought gone) come back at the next sync, though the file did not change."""
+    root, ids = workspace
+    path = events_of(workspace)
+    append(path, line(ids["run"], 1) + line(ids["run"], 2))
+    client.call("index.sync", {"workspace_dir": str(root)})
+    with sqlite3.connect(root / ".local/index.sqlite") as conn:
+        conn.execute("DELETE FROM events")
+    client.call("index.sync", {"workspace_dir": str(root)})
+    assert seqs(client, root) == [(1, "provider.raw"), (2, "provider.raw")]
+
+
+def test_lines_javascript_reads_are_events(client: Client, workspace: Workspace) -> None:
+    """JSON.parse takes a lone surrogate escape and 1e400; so does the index (orjson alone
+    would call them parse errors)."""
+    root, ids = workspace
+    odd = dict(event(ids["run"], 1, "odd"), payload={"text": "\\ud800", "big": 1})
+    raw = orjson.dumps(odd).replace(b'"\\\\ud800"', b'"\\ud800"').replace(b'"big":1',
+                                                                       b'"big":1e400')
+    append(events_of(workspace), raw + b"\n")
+    client.call("index.rebuild", {"workspace_dir": str(root)})
+    assert seqs(client, root) == [(1, "odd")] and errors(client, root) == []
+    row = client.call("index.list_events", {"workspace_dir": str(root)})[0]
+    assert orjson.loads(row["payload_json"]) == {"text": "\ufffd", "big": None}
+    assert row["raw_json"] == raw.decode()
+
+
+def test_a_busy_index_is_an_application_error(client: Client, workspace: Workspace,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _ids = workspace
+    client.call("index.rebuild", {"workspace_dir": str(root)})
+    monkeypatch.setattr("ralph.company.index_db.BUSY_TIMEOUT_S", 0.05)
+    holder = sqlite3.connect(root / ".local/index.sqlite", isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(RpcFailure) as failure:
+            client.call("index.sync", {"workspace_dir": str(root)})
+    finally:
+        holder.close()
+    assert failure.value.code == -32000
+    assert failure.value.error["message"].startswith("Index database error: ")
+    assert failure.value.data == {"workspace_dir": str(root)}

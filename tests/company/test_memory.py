@@ -327,3 +327,31 @@ def test_approve_refuses_a_delta_of_another_project(client: Client,
         _decide(client, root, ids, made["artifact_id"])
     assert failed.value.error["message"] == (
         f"Memory delta project_id mismatch (expected {ids['proj']}, got proj_other)")
+
+
+def test_two_deltas_of_one_file_approved_at_once_both_land(client: Client,
+                                                           workspace: Workspace) -> None:
+    """Each delta has its own lock; the file they both patch has one too (two servers
+    approving at once must not each write the file over the other's change)."""
+    root, ids = workspace
+    memory = _memory(root, ids)
+    deltas = [client.call("memory.propose_delta", {
+        "workspace_dir": str(root), "project_id": ids["proj"], "title": heading,
+        "under_heading": heading, "insert_lines": [line], "visibility": "org",
+        "produced_by": "human", "run_id": ids["run"], "context_pack_id": ids["ctx"]})
+        for heading, line in (("## Summary", "- from a"), ("## Links", "- from b"))]
+    start = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def approve(artifact_id: str) -> None:
+        start.wait()
+        outcomes.append(approve_delta(root, ids["proj"], artifact_id, "h", "human")["decision"])
+
+    threads = [threading.Thread(target=approve, args=(d["artifact_id"],)) for d in deltas]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes == ["approved", "approved"]
+    text = memory.read_text()
+    assert "- from a" in text and "- from b" in text

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph.company.files import FileFormatError, read_text, split_front_matter
-from ralph.company.inbox import js_order
+from ralph.company.inbox import agent_files_lock, decision_lock, js_order
 from ralph.company.layout import (
     AGENTS,
     PROJECTS,
@@ -169,11 +169,14 @@ def refresh_context(root: Path, agent_id: str, project_id: str | None = None,
     guidance_rel = f"{AGENTS}/{agent_id}/AGENTS.md"
     tasks = assignments(root, agent_id, project_id, max_tasks)
     lines = context_lines(agent_id, tasks, (agent / "mistakes.yaml").exists(), max_scope_paths)
-    existing = ensure_guidance(root / guidance_rel, "\n".join(
-        [*base_guidance(agent_id), CONTEXT_HEADING, CONTEXT_MARKER, ""]))
-    updated, changed = with_context_section(existing, lines)
-    if changed:
-        atomic_write_bytes(root / guidance_rel, updated.encode("utf-8"), follow_symlinks=False)
+    # (the agent's lock: agent.record_mistake rewrites the same AGENTS.md)
+    with decision_lock(root, agent_files_lock(agent_id)):
+        existing = ensure_guidance(root / guidance_rel, "\n".join(
+            [*base_guidance(agent_id), CONTEXT_HEADING, CONTEXT_MARKER, ""]))
+        updated, changed = with_context_section(existing, lines)
+        if changed:
+            atomic_write_bytes(root / guidance_rel, updated.encode("utf-8"),
+                               follow_symlinks=False)
     result: dict[str, Any] = {
         "agent_id": agent_id, "agents_md_relpath": guidance_rel,
         "assignment_count": len(tasks), "reference_count": len(lines), "updated": changed,

@@ -11,6 +11,7 @@ from every writer on the machine and `events.ack` can name a position with it.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -94,10 +95,40 @@ class EventLine:
     error: str | None
 
 
+def parse_json(text: str) -> Any:
+    """A line's JSON value as JavaScript's JSON.parse reads it (ValueError if it is not
+    JSON): orjson first (fast), the standard library for what orjson refuses and JSON.parse
+    takes (a lone surrogate escape, 1e400, nesting deeper than 1024)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as fast:
+        try:
+            return _without_surrogates(json.loads(text, parse_constant=_no_constant))
+        except (ValueError, RecursionError):
+            raise ValueError(str(fast)) from None
+
+
+def _without_surrogates(value: Any) -> Any:
+    """A lone surrogate (`"\\ud800"`) becomes U+FFFD: no UTF-8 file or database holds one
+    (the line itself keeps the escape)."""
+    if isinstance(value, str):
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value) \
+            if any("\ud800" <= c <= "\udfff" for c in value) else value
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python takes them, JSON does not
+
+
 def parse_line(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        value = parse_json(raw)
+    except ValueError as exc:
         return None, str(exc)
     if not isinstance(value, dict):
         # JSON.parse takes any value; the original then indexes it as a typeless event.

@@ -16,6 +16,7 @@ from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_bytes
 
 FENCE = "---"
+MAX_EXPANDED_NODES = 1_000_000
 
 
 class FileFormatError(RalphError):
@@ -125,10 +126,43 @@ _BREAKS = ("\x85", "\u2028", "\u2029")
 
 def load_yaml(text: str, where: str) -> Any:
     try:
-        return yaml.load(text, Loader=_Loader)  # (a safe loader, with the core schema)
+        data = yaml.load(text, Loader=_Loader)  # (a safe loader, with the core schema)
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         reason = " ".join(str(exc).split()) or "Maximum nesting depth exceeded"
         raise FileFormatError(f"{where}: {reason}", reason=reason) from None
+    try:
+        size = _expanded_size(data, set(), {})
+    except _Cycle:
+        reason = "an alias refers to a node that contains it (the document has no end)"
+        raise FileFormatError(f"{where}: {reason}", reason=reason) from None
+    if size > MAX_EXPANDED_NODES:
+        # (as the original's YAML library refuses too many aliases: a few lines of aliases
+        # of aliases can stand for billions of nodes, which reading them would walk)
+        reason = "Excessive alias count indicates a resource exhaustion attack"
+        raise FileFormatError(f"{where}: {reason}", reason=reason)
+    return data
+
+
+class _Cycle(Exception):
+    pass
+
+
+def _expanded_size(value: Any, open_: set[int], sizes: dict[int, int]) -> int:
+    """How many nodes `value` stands for with every alias expanded (each shared node is
+    counted once per place, computed once); _Cycle if it contains itself (`a: &x [*x]`)."""
+    if not isinstance(value, dict | list):
+        return 1
+    key = id(value)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise _Cycle
+    open_.add(key)
+    items = value.values() if isinstance(value, dict) else value
+    size = 1 + sum(_expanded_size(item, open_, sizes) for item in items)
+    open_.discard(key)
+    sizes[key] = size
+    return size
 
 
 def read_text(path: Path) -> str:

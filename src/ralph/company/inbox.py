@@ -6,6 +6,7 @@ and the appending of its event to the log of the run the subject came from."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -153,6 +154,18 @@ def decision_lock(root: Path, subject: str) -> Iterator[None]:
     process that dies.)"""
     with exclusive(root / LOCKS / f"{subject}.lock"):
         yield
+
+
+def agent_files_lock(agent_id: str) -> str:
+    """The lock of an agent's own files (mistakes.yaml, AGENTS.md), which two methods
+    rewrite."""
+    return f"agent-{agent_id}"
+
+
+def file_lock(rel: str) -> str:
+    """The lock of one workspace file (a memory delta's target, which several deltas may
+    patch): named by a digest of its path."""
+    return "file-" + hashlib.sha256(rel.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def run_events_path(root: Path, project_id: str, run_id: str) -> Path | None:

@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import orjson
-
+from ralph.company.events import parse_json
 from ralph.company.index_db import (
     ALL_TABLES,
     EVENT_INDEX_NAMES,
@@ -256,7 +255,7 @@ def backfill(root: Path, *, project_id: str | None = None, run_id: str | None = 
 
     found, cursors = read(root, query)
     found.sort(key=lambda row: (row[0] is not None, row[0] or "", row[1], row[2], row[3]))
-    return [{"project_id": pid, "run_id": rid, "seq": seq, "event": orjson.loads(raw)}
+    return [{"project_id": pid, "run_id": rid, "seq": seq, "event": parse_json(raw)}
             for _ts, seq, rid, pid, raw in found[-limit:]], cursors
 
 

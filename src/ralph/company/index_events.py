@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from ralph.company.events import parse_json
 from ralph.store.lines import FileCursor, complete_lines, line_end, read_mark, replaced_or_shrunk
 
 log = logging.getLogger("ralph.company.index")
@@ -99,8 +100,12 @@ def sync_run_events(conn: sqlite3.Connection, key: Key, path: str,
     except OSError as exc:
         log.warning("cannot read %s (%s); its index is left as it was", path, exc)
         return
-    if row is not None and row[2:5] == (st.st_ino, st.st_size, st.st_mtime_ns):
-        return  # not touched since the last sync
+    if (not empty_index and row is not None
+            and row[2:5] == (st.st_ino, st.st_size, st.st_mtime_ns)
+            and max(_max_seqs(conn, key)) == row[1]):
+        # Not touched since the last sync, and its rows are still there (AgentCompany's own
+        # sync, which does not know the cursor, may have deleted them).
+        return
     cursor = None if row is None else Cursor(row[0], row[1], row[2], row[3], row[4],
                                              bytes(row[5]))
     try:
@@ -199,12 +204,12 @@ def _index_lines(conn: sqlite3.Connection, key: Key, handle: BinaryIO, offset: i
         seq += 1
         text = line.decode("utf-8", "replace")
         try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
+            value = parse_json(text)
+        except ValueError as exc:
             errors.append((pid, rid, seq, str(exc), text))
-            continue
-        events.append(_event_row(pid, rid, seq, value, text))
-        if len(events) >= _BATCH:
+        else:
+            events.append(_event_row(pid, rid, seq, value, text))
+        if len(events) + len(errors) >= _BATCH:
             _flush(conn, events, errors, counts)
     _flush(conn, events, errors, counts)
     return offset, seq

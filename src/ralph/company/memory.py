@@ -16,7 +16,13 @@ from ralph.company.artifacts import artifact_relpath, parse_artifact, read_artif
 from ralph.company.events import envelope
 from ralph.company.files import read_text, with_front_matter
 from ralph.company.ids import new_id
-from ralph.company.inbox import append_run_event, decision_lock, reviews_of, write_review
+from ralph.company.inbox import (
+    append_run_event,
+    decision_lock,
+    file_lock,
+    reviews_of,
+    write_review,
+)
 from ralph.company.layout import (
     PROJECTS,
     CompanyError,
@@ -143,7 +149,10 @@ def approve_delta(root: Path, project_id: str, artifact_id: str, actor_id: str,
                                review_id=earlier[0]["id"], decision=earlier[0]["decision"],
                                **where)
         if decision == "approved":
-            _apply(target, patch_path, where)
+            # Another delta may patch the same file at the same time (this lock is the
+            # delta's): the file's own lock, always taken inside a delta's.
+            with decision_lock(root, file_lock(str(target.resolve()))):
+                _apply(target, patch_path, where)
         review_id, created_at = write_review(root, actor_id=actor_id, actor_role=actor_role,
                                              decision=decision, subject=subject,
                                              policy=policy, notes=notes)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ralph.company.events import envelope
 from ralph.company.files import FileFormatError, read_text, read_yaml, write_yaml
-from ralph.company.inbox import append_run_event, decision_lock
+from ralph.company.inbox import agent_files_lock, append_run_event, decision_lock
 from ralph.company.layout import AGENTS, CompanyError, component, require_workspace
 from ralph.company.patches import js_trim_end
 from ralph.company.policy import MANAGER_ROLES
@@ -145,7 +145,7 @@ def record_mistake(root: Path, worker_agent_id: str, manager_actor_id: str, mana
     guidance_rel = f"{AGENTS}/{worker_agent_id}/AGENTS.md"
     evidence = list(evidence_artifact_ids or [])
 
-    with decision_lock(root, f"mistakes-{worker_agent_id}"):
+    with decision_lock(root, agent_files_lock(worker_agent_id)):
         log = read_log(root / log_rel, worker_agent_id)
         at = now_iso()
         seen: dict[str, Any] = {"at": at, "observed_by": manager_actor_id}

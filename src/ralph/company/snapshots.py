@@ -163,7 +163,8 @@ def ui_snapshot(root: Path, sessions: Sequence[dict[str, Any]], *,
                 refresh_index: bool | None = None, sync_index: bool | None = None
                 ) -> dict[str, Any]:
     """{workspace_dir, generated_at, monitor, review_inbox}: the index is refreshed once (by
-    the monitor) and the inbox reports the same flags."""
+    the monitor) and the inbox reports the same flags. The two parts are two reads: a sync
+    by another process between them may show in the inbox only."""
     monitor = monitor_snapshot(root, sessions, project_id=project_id, limit=monitor_limit,
                                refresh_index=refresh_index, sync_index=sync_index)
     inbox = inbox_snapshot(root, project_id=project_id, pending_limit=pending_limit,

@@ -69,7 +69,7 @@ class UiParams(InboxParams):
 
 
 def _echo(result: dict[str, Any], workspace_dir: str) -> dict[str, Any]:
-    """The result with `workspace_dir` as the client wrote it (not normalised)."""
+    """The result with `workspace_dir` as the params give it (absolute, normalised)."""
     return {**result, "workspace_dir": workspace_dir}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -95,6 +96,8 @@ class Plane:
             raise failed(str(exc), **{**(context or {}), **exc.data}) from None
         except WorkspaceError as exc:
             raise failed(str(exc), **(context or {})) from None
+        except sqlite3.Error as exc:  # the index: locked past the busy timeout, read-only, full
+            raise failed(f"Index database error: {exc}", **(context or {})) from None
         except OSError as exc:
             where = exc.filename or ""
             raise failed(f"{where}: {exc.strerror or exc}" if where else str(exc),
