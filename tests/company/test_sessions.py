@@ -334,16 +334,19 @@ def test_collect_waits_while_other_requests_are_answered(sessions: Sessions) -> 
         answer: dict[str, Any] = orjson.loads(raw)["result"]
         return answer
 
-    async def scenario() -> tuple[dict[str, Any], bool, dict[str, Any]]:
+    async def scenario() -> tuple[dict[str, Any], bool, dict[str, Any], dict[str, Any]]:
         collect = asyncio.ensure_future(ask("session.collect", {"session_ref": ref}))
         polled = await ask("session.poll", {"session_ref": ref})
         listed = await ask("run.list", {"workspace_dir": sessions.ws})
+        monitor = await ask("monitor.snapshot", {"workspace_dir": sessions.ws})
         waiting = not collect.done() and len(listed) == 2
         await ask("session.stop", {"session_ref": ref})
-        return polled, waiting, await collect
+        return polled, waiting, monitor, await collect
 
-    polled, waiting, collected = sessions.loop.run_until_complete(scenario())
+    polled, waiting, monitor, collected = sessions.loop.run_until_complete(scenario())
     assert polled["status"] == "running" and waiting
+    live = {row["run_id"]: row.get("live_status") for row in monitor["rows"]}
+    assert live[run.name] == "running"  # the monitor answered, the session still running
     assert (collected["status"], collected["signal"]) == ("stopped", "SIGTERM")
     assert gone(run)
 

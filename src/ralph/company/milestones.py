@@ -17,7 +17,7 @@ from ralph.company.artifacts import (
     read_artifact_file,
 )
 from ralph.company.events import envelope
-from ralph.company.files import FileFormatError, read_text, split_front_matter, with_front_matter
+from ralph.company.files import read_text, with_front_matter
 from ralph.company.inbox import append_run_event, decision_lock, write_review
 from ralph.company.layout import (
     PROJECTS,
@@ -27,7 +27,7 @@ from ralph.company.layout import (
     require_workspace,
 )
 from ralph.company.policy import Actor, Resource, enforce
-from ralph.company.schemas import MilestoneReportFrontMatter, TaskFrontMatter, schema_issues
+from ralph.company.schemas import MilestoneReportFrontMatter, TaskFrontMatter
 from ralph.fsutil import atomic_write_bytes
 
 KIND = "milestone"
@@ -46,14 +46,7 @@ def read_task(root: Path, project_id: str, task_id: str) -> tuple[str, dict[str,
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         raise CompanyError(f"Unknown task: {task_id} (project {project_id})",
                            project_id=project_id, task_id=task_id) from None
-    try:
-        data, body = split_front_matter(text, rel)
-    except FileFormatError as exc:
-        raise CompanyError(f"Invalid task file {rel}: {exc.kind}", task_id=task_id) from None
-    problems = schema_issues(TaskFrontMatter, data)
-    if problems:
-        said = "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)
-        raise CompanyError(f"Invalid task file {rel}: {said}", task_id=task_id)
+    data, body = parse_artifact(rel, text, TaskFrontMatter, "task file")
     # as the original rewrites it: the schema's key order, unknown keys impossible (strict)
     return rel, TaskFrontMatter.model_validate(data).model_dump(exclude_none=True), body
 
