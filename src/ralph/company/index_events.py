@@ -86,6 +86,14 @@ def _max_seqs(conn: sqlite3.Connection, key: Key) -> tuple[int, int]:
     return int(event), int(error)
 
 
+def _still_indexed(conn: sqlite3.Connection, key: Key, seq: int) -> bool:
+    """Whether the run's rows still reach `seq` (one primary-key seek in the usual case: the
+    last line is an event)."""
+    last = conn.execute("SELECT MAX(seq) FROM events WHERE project_id = ? AND run_id = ?",
+                        key).fetchone()[0] or 0
+    return last == seq or (last < seq and max(_max_seqs(conn, key)) == seq)
+
+
 def sync_run_events(conn: sqlite3.Connection, key: Key, path: str,
                     row: tuple[Any, ...] | None, counts: EventCounts, *,
                     empty_index: bool = False) -> None:
@@ -102,7 +110,7 @@ def sync_run_events(conn: sqlite3.Connection, key: Key, path: str,
         return
     if (not empty_index and row is not None
             and row[2:5] == (st.st_ino, st.st_size, st.st_mtime_ns)
-            and max(_max_seqs(conn, key)) == row[1]):
+            and _still_indexed(conn, key, row[1])):
         # Not touched since the last sync, and its rows are still there (AgentCompany's own
         # sync, which does not know the cursor, may have deleted them).
         return
