@@ -253,6 +253,37 @@ class ReviewConfig(_Section):
     """The reviewer's prompt file; unset = files.review."""
 
 
+WORKFLOW_ROLES = ("planner", "questioner", "executor", "reviewer")
+
+
+class RoleConfig(_Section):
+    """One role of `ralph workflow`: which agent plays it, with which instructions."""
+
+    agent: str | None = Field(default=None, min_length=1)
+    """The agent playing the role; unset = loop.default_agent."""
+    prompt: str | None = Field(default=None, min_length=1)
+    """The role's instructions file; unset = PROMPT_<role>.md."""
+
+
+class WorkflowRolesConfig(_Section):
+    """The four roles of `ralph workflow`."""
+
+    planner: RoleConfig = Field(default_factory=RoleConfig)
+    questioner: RoleConfig = Field(default_factory=RoleConfig)
+    executor: RoleConfig = Field(default_factory=RoleConfig)
+    reviewer: RoleConfig = Field(default_factory=RoleConfig)
+
+
+class WorkflowConfig(_Section):
+    """`ralph workflow`: planner, questioner, executor and reviewer agents on a session."""
+
+    max_qa_cycles: int = Field(default=3, ge=0)
+    """Q&A cycles (questioner brainstorm then research) the planner may ask for."""
+    max_task_attempts: int = Field(default=3, ge=1)
+    """Attempts of one task (the first and its reworks) before it is marked failed."""
+    roles: WorkflowRolesConfig = Field(default_factory=WorkflowRolesConfig)
+
+
 def _approval_rule(rule: str) -> str:
     try:
         return Rule.parse(rule).text
@@ -373,6 +404,7 @@ class Config(_Section):
     review: ReviewConfig = Field(default_factory=ReviewConfig)
     git: GitConfig = Field(default_factory=GitConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    workflow: WorkflowConfig = Field(default_factory=WorkflowConfig)
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
     """USD per million tokens by model name, for agents whose CLI reports tokens but no
     cost: `[prices."gpt-5-codex"] input = 1.25, output = 10.0, cached_input = 0.125`."""
@@ -405,6 +437,8 @@ class Config(_Section):
             (("loop", "default_agent"), self.loop.default_agent),
             (("judge", "agent"), self.judge.agent),
             (("review", "agent"), self.review.agent),
+            *((("workflow", "roles", role, "agent"), getattr(self.workflow.roles, role).agent)
+              for role in WORKFLOW_ROLES),
         ]
         for key, reference in references:
             if (reference is not None and reference not in self.agents
@@ -451,6 +485,14 @@ class Config(_Section):
     def review_prompt(self) -> str:
         """The reviewer's prompt file: review.prompt, else files.review."""
         return self.review.prompt or self.files.review
+
+    def role_agent(self, role: str) -> str:
+        """The agent playing workflow role `role`: its own, else loop.default_agent."""
+        return getattr(self.workflow.roles, role).agent or self.loop.default_agent
+
+    def role_prompt(self, role: str) -> str:
+        """The instructions file of workflow role `role`: its own, else PROMPT_<role>.md."""
+        return getattr(self.workflow.roles, role).prompt or f"PROMPT_{role}.md"
 
 
 def _adapter_for(name: str, section: AgentConfig) -> AdapterName:

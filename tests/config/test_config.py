@@ -443,7 +443,7 @@ def test_unreadable_and_undecodable_files(tmp_path: Path) -> None:
 def test_config_schema_describes_every_section() -> None:
     schema = config_schema()
     assert set(schema["properties"]) == {"files", "loop", "agents", "gates", "judge", "review",
-                                         "git", "approvals", "prices"}
+                                         "git", "approvals", "workflow", "prices"}
     loop = schema["$defs"]["LoopConfig"]
     assert loop["additionalProperties"] is False
     assert loop["properties"]["max_iterations"]["default"] == 20
@@ -480,3 +480,19 @@ def test_models_are_immutable() -> None:
     config = Config()
     with pytest.raises(ValueError, match="frozen"):
         config.loop.max_iterations = 3  # type: ignore[misc]
+
+
+def test_the_workflow_roles_and_their_limits() -> None:
+    config = parse_config('[agents.x]\nargv = ["x"]\n\n[workflow]\nmax_qa_cycles = 1\n\n'
+                          '[workflow.roles.reviewer]\nagent = "claude"\nprompt = "R.md"\n')
+    assert config.workflow.max_qa_cycles == 1 and config.workflow.max_task_attempts == 3
+    assert config.role_agent("reviewer") == "claude" and config.role_prompt("reviewer") == "R.md"
+    assert config.role_agent("executor") == "x"  # loop.default_agent: the sole agent
+    assert config.role_prompt("planner") == "PROMPT_planner.md"
+    error = error_of('[workflow.roles.executor]\nagent = "codx"\n')
+    assert str(error).startswith(
+        "ralph.toml:2: workflow.roles.executor.agent: unknown agent 'codx'")
+    assert str(error_of('[workflow.roles.judge]\nagent = "claude"\n')) == (
+        "ralph.toml:1: unknown key 'workflow.roles.judge'")
+    assert str(error_of('[workflow]\nmax_task_attempts = 0\n')).startswith(
+        "ralph.toml:2: workflow.max_task_attempts:")
