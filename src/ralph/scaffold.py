@@ -52,8 +52,12 @@ GITIGNORE_HEADER = "# Ralph's runtime files (ralph init)"
 GIT_INIT_TIMEOUT = 30.0
 
 # The user-facing files, in the order they are written; the PRD comes from the tracker.
+# PROMPT_<role>.md: the instructions of the workflow's roles (`ralph workflow`).
+WORKFLOW_PROMPTS = ("PROMPT_planner.md", "PROMPT_executor.md", "PROMPT_reviewer.md",
+                    "PROMPT_questioner.md")
 _PROJECT_FILES = ("PROMPT_build.md", "PROMPT_plan.md", "PROMPT_judge.md", "PROMPT_review.md",
-                  "PROMPT.md", "AGENTS.md", "<prd>", "progress.md", "FEEDBACK.md")
+                  *WORKFLOW_PROMPTS, "PROMPT.md", "AGENTS.md", "<prd>", "progress.md",
+                  "FEEDBACK.md")
 _PRD_MARKER = "@PRD_FILE@"
 _GATES_MARKER = "@GATES_PROPOSAL@\ncommands = []\n"
 _COMMENT_WIDTH = 90  # + "# ": the width of the template's comments

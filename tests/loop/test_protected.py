@@ -255,7 +255,8 @@ def test_fixed_patterns_are_the_config_and_prompts_and_the_users() -> None:
     config = parse_config('[gates]\nprotected = ["tests/**"]\n[judge]\nprompt = "J.md"\n')
     assert fixed_patterns(config) == ["ralph.toml", "PROMPT_build.md", "PROMPT_plan.md",
                                       "PROMPT.md", "PROMPT_judge.md", "PROMPT_review.md",
-                                      "J.md", "tests/**"]
+                                      "J.md", "PROMPT_planner.md", "PROMPT_questioner.md",
+                                      "PROMPT_executor.md", "PROMPT_reviewer.md", "tests/**"]
 
 
 @pytest.mark.parametrize("bad", ["/etc/passwd", "../up", "a/../../b", "  "])

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("ralph.cli.agent_cmd", "app"),
     "serve": ("ralph.cli.serve_cmd", "serve"),
     "company": ("ralph.cli.company_cmd", "app"),
+    "workflow": ("ralph.cli.workflow_cmd", "app"),
 }
 
 

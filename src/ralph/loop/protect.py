@@ -28,7 +28,7 @@ from pathlib import Path
 
 import orjson
 
-from ralph.config import CONFIG_FILE, Config
+from ralph.config import CONFIG_FILE, WORKFLOW_ROLES, Config
 from ralph.fsutil import atomic_write_bytes, file_signature
 from ralph.git import Git, WorkTree
 from ralph.loop.events import EventSink
@@ -95,7 +95,8 @@ def fixed_patterns(config: Config) -> list[str]:
     """Protected whatever the gates are: ralph.toml, the PROMPT files, `[gates] protected`."""
     files = config.files
     prompts = [files.prompt, files.plan, files.general, files.judge, files.review,
-               config.judge.prompt, config.review.prompt]
+               config.judge.prompt, config.review.prompt,
+               *(config.role_prompt(role) for role in WORKFLOW_ROLES)]
     literal = [_glob_escape(_normal(p)) for p in (CONFIG_FILE, *prompts) if p]
     return list(dict.fromkeys([*literal, *config.gates.protected]))
 
