@@ -109,6 +109,60 @@ def test_a_broken_snippet_before_the_answer_is_ignored() -> None:
     assert extract_output(f'I wrote {{"key and then\n{fenced(EXECUTOR)}') == EXECUTOR
 
 
+def test_an_unclosed_snippet_in_prose_before_a_bare_answer_is_ignored() -> None:
+    # Its decoding fails before the answer starts: it does not enclose the answer.
+    bare = json.dumps(EXECUTOR)
+    template = f'I filled the template `{{"criterion": ...` as asked.\n{bare}'
+    assert extract_output(template) == EXECUTOR
+    log = f'{{"level":"info","msg":"starting\n{bare}\n'
+    assert extract_output(log) == EXECUTOR
+
+
+def test_a_broken_object_still_open_at_the_valid_one_is_reported() -> None:
+    text = '{"status": "completed", "context": {"a": 1} oops}'
+    with pytest.raises(InvalidOutput, match="not valid JSON: Expecting ',' delimiter"):
+        extract_output(text)
+
+
+def test_an_object_after_the_answer_is_the_one_read() -> None:
+    # "Last" is literal: `{}` in a closing remark is read (and then fails validation).
+    assert extract_output(f"{fenced(EXECUTOR)}\nI used `{{}}` as the default.") == {}
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":' * 5000,
+    '{"a":' * 3000 + "1" + "}" * 3000,  # valid, but deeper than the decoder can go
+    '{"a":[' * 5000,
+])
+def test_deep_nesting_is_a_problem_not_a_crash(text: str) -> None:
+    with pytest.raises(InvalidOutput) as caught:
+        extract_output(text)
+    assert caught.value.lines() == [
+        "a JSON object in the answer is nested too deeply to read: end the answer with one "
+        "JSON object that matches the output schema"]
+
+
+def test_braces_that_start_no_object_are_not_decoded() -> None:
+    assert extract_output(f'{"{" * 5000}\n{json.dumps(EXECUTOR)}') == EXECUTOR
+
+
+def test_a_large_answer_is_read_whole() -> None:
+    # About 1 MB of prose with snippets, broken ones and fences, then the answer; and an
+    # answer whose strings and lists are longer than the decoder's first window.
+    para = ('Ran it: {"level":"info","msg":"ok"} and `{name}`, I filled `{"criterion": ...`.\n'
+            '```python\nd = {"a": 1}\n```\n')
+    text = para * (1_000_000 // len(para)) + fenced(EXECUTOR)
+    assert extract_output(text) == EXECUTOR
+    long = dict(EXECUTOR, notes="x" * 100_000, items=[{"b": True}] * 5000)
+    assert extract_output(f"Done.\n{json.dumps(long)}\n") == long
+    with pytest.raises(InvalidOutput, match=r"not valid JSON: Unterminated string"):
+        extract_output(f"Done.\n{json.dumps(long)[:60_000]}")
+    cut = json.dumps(long)[:-1]
+    with pytest.raises(InvalidOutput, match=r"Expecting ',' delimiter \(line 1, column "
+                                            f"{len(cut) + 1} of the object\\)"):
+        extract_output(f"Done.\n{cut}")
+
+
 # -- validation
 
 

@@ -184,6 +184,48 @@ def test_planner_discovery_first_cycle_creates_the_questions(session: SessionDir
     assert _run(session, lambda: None, "planner", given, output) == []
 
 
+def test_planner_update_moves_no_implementation_marker(session: SessionDir):
+    _planned(session)
+    given = {"MODE": "UPDATE", "USER_REQUEST": "x"}
+
+    def act() -> None:
+        _mark(session, "task-1", "[x]")
+        session.tasks.write_text(TASKS + "- task-3: Third\n- task-4: Fourth\n")
+        session.progress.write_text(session.progress.read_text()
+                                    + "- [ ] task-3 (Not Started)\n- [P] task-4\n")
+        session.questions.write_text("# Q\n")
+
+    output = {"status": "completed", "artifacts_updated": ["progress.md", "tasks.md"]}
+    assert _run(session, act, "planner", given, output) == [
+        Violation("the planner changes only ../260131-144400.instructions.md, plan.md, "
+                  "progress.md, tasks.md", "plan.questions.md added"),
+        Violation("the planner moves no implementation task's marker (task-1 is the "
+                  "executor's and the orchestrator's)", "task-1 [ ] -> [x]"),
+        Violation("the planner adds implementation tasks as [ ]", "task-4 absent -> [P]"),
+    ]
+
+
+def test_an_honest_planner_update_adds_tasks_and_completes_planning(session: SessionDir):
+    _planned(session)
+    _mark(session, "plan-init", "[/]")
+    given = {"MODE": "DISCOVERY", "USER_REQUEST": "x"}
+
+    def act() -> None:
+        _mark(session, "plan-init", "[x]")
+        session.tasks.write_text(TASKS.replace("## Implementation", "- plan-more: More\n\n"
+                                               "## Implementation") + "- task-3: Third\n")
+        session.progress.write_text(session.progress.read_text()
+                                    + "- [ ] plan-more\n- [ ] task-3 (Not Started)\n")
+        session.questions.write_text("# Q&A Discovery: x\n")
+        session.plan.write_text("# Plan: more\n")
+
+    assert _run(session, act, "planner", given, {"status": "completed"}) == []
+    assert _run(session, lambda: _mark(session, "plan-more", "[/]"), "planner", given,
+                {"status": "completed"}) == [
+        Violation("the planner adds planning tasks as [ ] and sets them [x] only",
+                  "plan-more [ ] -> [/]")]
+
+
 # --------------------------------------------------------------------------------------- executor
 
 
@@ -326,8 +368,24 @@ def test_executor_overwriting_an_earlier_report(session: SessionDir):
 
     output = {**SUCCESS, "report_path": "tasks.task-1-report-r2.md"}
     assert _run(session, act, "executor", _exec_input(2), output) == [
-        Violation("the executor leaves earlier reports as they are",
-                  "tasks.task-1-report.md changed")]
+        Violation("the executor changes only progress.md, tasks.task-1-report-r2.md",
+                  "tasks.task-1-report.md modified")]
+
+
+def test_executor_editing_tasks_plan_or_other_progress_lines(session: SessionDir):
+    _planned(session)
+
+    def act() -> None:
+        _execute(session)()
+        session.tasks.write_text(TASKS.replace("- task-1: First", "- task-1: First, relaxed"))
+        session.plan.write_text("# Plan: mine\n")
+        session.progress.write_text(session.progress.read_text() + "Note: easy\n")
+
+    claim = "the executor changes only progress.md, tasks.task-1-report.md"
+    assert _run(session, act, "executor", _exec_input(), SUCCESS) == [
+        Violation("the executor changes only task-1's line of progress.md",
+                  "other lines changed"),
+        Violation(claim, "plan.md modified"), Violation(claim, "tasks.md modified")]
 
 
 # --------------------------------------------------------------------------------------- reviewer
@@ -416,19 +474,84 @@ def test_reviewer_that_moved_a_marker(session: SessionDir):
 
     output = {"status": "completed", "verdict": "Qualified"}
     assert _run(session, act, "reviewer", REVIEW_INPUT, output) == [
-        Violation("the reviewer of task-1 leaves progress.md to the orchestrator",
-                  "task-1 [P] -> [x]")]
+        Violation("the reviewer changes only tasks.task-1-report.md",
+                  "progress.md modified (task-1 [P] -> [x])")]
 
 
 def test_reviewer_of_a_missing_report(session: SessionDir):
     _planned(session)
     output = {"status": "completed", "verdict": "Qualified"}
     assert _run(session, lambda: None, "reviewer", REVIEW_INPUT, output) == [
-        Violation("PART 2 appended to tasks.task-1-report.md",
-                  f"no tasks.task-1-report.md in {SP}")]
+        Violation("tasks.task-1-report.md with the executor's PART 1 reviewed",
+                  "no tasks.task-1-report.md before the reviewer ran")]
     # A review ending in error over the missing report claims nothing.
     assert _run(session, lambda: None, "reviewer", REVIEW_INPUT,
                 {"status": "error", "issues": ["no report"]}) == []
+
+
+def test_reviewer_that_writes_the_report_itself(session: SessionDir):
+    _planned(session)
+    output = {"status": "completed", "verdict": "Qualified"}
+    review = "## PART 2: REVIEW REPORT\n**Status**: Qualified\n"
+    assert _run(session, lambda: session.report("task-1", 1).write_text(review), "reviewer",
+                REVIEW_INPUT, output) == [
+        Violation("tasks.task-1-report.md with the executor's PART 1 reviewed",
+                  "no tasks.task-1-report.md before the reviewer ran")]
+    # There before, but without a PART 1: nothing of the executor's to review.
+    session.report("task-1", 1).write_text("# Task Report: task-1\nnotes\n")
+    assert _run(session, _append(session, "\n" + review), "reviewer", REVIEW_INPUT,
+                output) == [
+        Violation("tasks.task-1-report.md with the executor's PART 1 reviewed",
+                  "tasks.task-1-report.md had no `## PART 1` before the reviewer ran")]
+
+
+def test_reviewer_appending_to_part1_changes_it(session: SessionDir):
+    _planned(session)
+    head = PART1.split("---\n## PART 2", maxsplit=1)[0]
+    session.report("task-1", 1).write_text(head)
+    output = {"status": "completed", "verdict": "Qualified"}
+    found = _run(session, _append(session, "Also verified by the reviewer.\n"
+                                  + PART2.format(status="Qualified")),
+                 "reviewer", REVIEW_INPUT, output)
+    assert found == [Violation("the reviewer leaves tasks.task-1-report.md's PART 1 as it is",
+                               "the text before PART 2 changed")]
+
+
+def test_reviewer_rewriting_line_endings_leaves_part1_as_it_is(session: SessionDir):
+    _reviewed(session)
+    text = (PART1 + PART2.format(status="Qualified")).replace("\n", "\r\n")
+    output = {"status": "completed", "verdict": "Qualified"}
+    assert _run(session, lambda: session.report("task-1", 1).write_bytes(text.encode()),
+                "reviewer", REVIEW_INPUT, output) == []
+
+
+def test_reviewer_not_qualified_is_a_failed_verdict(session: SessionDir):
+    _reviewed(session)
+    output = {"status": "completed", "verdict": "Qualified"}
+    assert _run(session, _append(session, PART2.format(status="Not Qualified")), "reviewer",
+                REVIEW_INPUT, output) == [
+        Violation("verdict Qualified", "tasks.task-1-report.md's PART 2 says **Status**: Failed")]
+    _reviewed(session)
+    output = {"status": "completed", "verdict": "Failed"}
+    assert _run(session, _append(session, PART2.format(
+        status="❌ Failed (task not qualified yet)")), "reviewer", REVIEW_INPUT, output) == []
+
+
+def test_reviewer_editing_session_files(session: SessionDir):
+    _reviewed(session)
+
+    def act() -> None:
+        _append(session, PART2.format(status="Qualified"))()
+        session.tasks.write_text(TASKS.replace("First", "First (criteria relaxed)"))
+        session.plan.write_text("# Plan: rewritten\n")
+        session.progress.write_text(session.progress.read_text() + "\nNote: reviewed\n")
+        session.report("task-2", 1).write_text("x")
+
+    output = {"status": "completed", "verdict": "Qualified"}
+    claim = "the reviewer changes only tasks.task-1-report.md"
+    assert _run(session, act, "reviewer", REVIEW_INPUT, output) == [
+        Violation(claim, "plan.md modified"), Violation(claim, "progress.md modified"),
+        Violation(claim, "tasks.md modified"), Violation(claim, "tasks.task-2-report.md added")]
 
 
 # ------------------------------------------------------------------------------------- questioner
@@ -444,6 +567,21 @@ def test_questioner_must_update_the_questions(session: SessionDir):
     assert _run(session, lambda: session.questions.write_text("# Q&A\n### Cycle 1\n"),
                 "questioner", given, output) == []
     assert _run(session, lambda: None, "questioner", given, {"status": "blocked"}) == []
+
+
+def test_questioner_changes_only_the_questions(session: SessionDir):
+    _planned(session)
+    given = {"MODE": "BRAINSTORM", "CYCLE_NUMBER": 1}
+
+    def act() -> None:
+        session.questions.write_text("# Q&A\n")
+        _mark(session, "task-1", "[x]")
+        session.plan.unlink()
+
+    assert _run(session, act, "questioner", given, {"status": "completed"}) == [
+        Violation("the questioner changes only plan.questions.md", "plan.md removed"),
+        Violation("the questioner changes only plan.questions.md",
+                  "progress.md modified (task-1 [ ] -> [x])")]
 
 
 # ------------------------------------------------------------------------------------------ pure

@@ -41,14 +41,17 @@ FIELDS: dict[str, tuple[list[str], set[str], list[str]]] = {
                 {"SESSION_PATH", "MODE", "USER_REQUEST"},
                 ["status", "artifacts_created", "artifacts_updated", "task_count",
                  "next_actions", "blockers"]),
-    "executor": (["SESSION_PATH", "TASK_ID", "ATTEMPT_NUMBER"], {"SESSION_PATH", "TASK_ID"},
+    # ATTEMPT_NUMBER and CYCLE_NUMBER: required, default 1 (the model fills in the 1).
+    "executor": (["SESSION_PATH", "TASK_ID", "ATTEMPT_NUMBER"],
+                 {"SESSION_PATH", "TASK_ID", "ATTEMPT_NUMBER"},
                  ["status", "report_path", "success_criteria_met", "discovered_tasks",
                   "blockers"]),
     "reviewer": (["SESSION_PATH", "TASK_ID", "REPORT_PATH"],
                  {"SESSION_PATH", "TASK_ID", "REPORT_PATH"},
                  ["status", "verdict", "criteria_results", "quality_assessment", "issues",
                   "feedback"]),
-    "questioner": (["SESSION_PATH", "MODE", "CYCLE_NUMBER"], {"SESSION_PATH", "MODE"},
+    "questioner": (["SESSION_PATH", "MODE", "CYCLE_NUMBER"],
+                   {"SESSION_PATH", "MODE", "CYCLE_NUMBER"},
                    ["status", "questions_generated", "questions_answered",
                     "priority_breakdown", "confidence_distribution", "new_questions_emerged",
                     "invalidated_assumptions", "critical_findings", "recommendations"]),
@@ -195,6 +198,19 @@ def test_inputs_are_read_by_their_keys_or_attribute_names() -> None:
      "USER_REQUEST"),
     (ReviewerInput, {"SESSION_PATH": "s/", "TASK_ID": "t-1", "REPORT_PATH": "a\nb"},
      "REPORT_PATH"),
+    (ExecutorInput, {"SESSION_PATH": "s/", "TASK_ID": "../../etc/x"}, "TASK_ID"),
+    (ExecutorInput, {"SESSION_PATH": "s/", "TASK_ID": "task-1/../x"}, "TASK_ID"),
+    (ExecutorInput, {"SESSION_PATH": "s/", "TASK_ID": "task"}, "TASK_ID"),
+    (ReviewerInput, {"SESSION_PATH": "s/", "TASK_ID": "task-1/..", "REPORT_PATH": "r.md"},
+     "TASK_ID"),
+    (ReviewerInput, {"SESSION_PATH": "s/", "TASK_ID": "task-1", "REPORT_PATH": "/etc/x"},
+     "REPORT_PATH"),
+    (ReviewerInput, {"SESSION_PATH": "s/", "TASK_ID": "task-1",
+                     "REPORT_PATH": "s/../../etc/x"}, "REPORT_PATH"),
+    (ReviewerInput, {"SESSION_PATH": "s/", "TASK_ID": "task-1", "REPORT_PATH": "..\\x"},
+     "REPORT_PATH"),
+    (ReviewerInput, {"SESSION_PATH": "s/", "TASK_ID": "task-1", "REPORT_PATH": "C:\\x.md"},
+     "REPORT_PATH"),
     (QuestionerInput, {"SESSION_PATH": "s/", "MODE": "RESEARCH", "CYCLE_NUMBER": -1},
      "CYCLE_NUMBER"),
 ])
@@ -203,6 +219,27 @@ def test_bad_inputs_are_refused(model: type[BaseModel], data: dict[str, Any],
     with pytest.raises(ValidationError) as caught:
         model.model_validate(data)
     assert [error["loc"] for error in caught.value.errors()] == [(where,)]
+
+
+def test_attempt_and_cycle_required_in_the_schema_default_1_in_the_model() -> None:
+    for role, key in (("executor", "ATTEMPT_NUMBER"), ("questioner", "CYCLE_NUMBER")):
+        schema = json_schema(role, "input")
+        assert key in schema["required"]
+        assert schema["properties"][key]["default"] == 1
+    assert ExecutorInput(session_path="s/", task_id="task-1").prompt_fields()[
+        "ATTEMPT_NUMBER"] == 1
+    assert QuestionerInput(session_path="s/", mode="BRAINSTORM").prompt_fields()[
+        "CYCLE_NUMBER"] == 1
+
+
+def test_task_ids_and_report_paths_that_stay_in_place() -> None:
+    reviewer = ReviewerInput(session_path="s/", task_id="plan-init",
+                             report_path=".ralph-sessions/260131-144400/tasks.plan-init-report.md")
+    assert reviewer.task_id == "plan-init"
+    with pytest.raises(ValidationError, match="must be a task id such as task-1"):
+        ExecutorInput(session_path="s/", task_id="../../etc/x")
+    with pytest.raises(ValidationError, match=r"must be a relative path without '\.\.'"):
+        ReviewerInput(session_path="s/", task_id="task-1", report_path="../x.md")
 
 
 # -- outputs

@@ -120,3 +120,19 @@ def test_a_file_that_is_not_text(session: SessionDir):
     _write(session)
     session.progress.write_bytes(b"- [ ] task-1 \xff\xfe\n")
     assert _error(session) == f"{WHERE}/progress.md: not UTF-8 text"
+
+
+def test_a_task_without_a_progress_line(session: SessionDir):
+    _write(session, progress=PROGRESS.replace("- [ ] task-2 (Not Started)\n", ""))
+    assert _error(session) == f"{WHERE}/progress.md: no line for task-2 ({WHERE}/tasks.md:10)"
+    # Before progress.md is written there is nothing to compare.
+    session.progress.unlink()
+    assert validate_session(session).progress is None
+
+
+def test_prose_after_depends_on_is_not_a_dependency(session: SessionDir):
+    _write(session, tasks=TASKS.replace("(depends on task-1)",
+                                        "(depends on task-1's read-only API and e2e-tests)"))
+    assert validate_session(session).tasks.get("task-2").dependencies == ("task-1",)  # type: ignore[union-attr]
+    _write(session, tasks=TASKS.replace("(depends on task-1)", "(depends on task-7)"))
+    assert _error(session) == f"{WHERE}/tasks.md:11: task-2 depends on unknown task task-7"

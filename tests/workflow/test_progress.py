@@ -133,3 +133,40 @@ def test_set_marker_replaces_the_file_atomically(tmp_path: Path):
     assert os.stat(path).st_ino != inode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["progress.md"]
     assert parse_progress(path.read_text()).markers["task-4"] is Marker.IN_PROGRESS
+
+
+@pytest.mark.parametrize("brk", ["\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_only_newline_ends_a_line(tmp_path: Path, brk: str) -> None:
+    path = tmp_path / "progress.md"
+    text = (f"# Progress{brk}notes\r\n- [ ] task-1 (Not Started)\r\n"
+            f"Note: a{brk}b\n- [P] task-2 (Review Pending)\n")
+    path.write_bytes(text.encode("utf-8"))
+    assert [(entry.task_id, entry.line) for entry in read_progress(path).entries] == [
+        ("task-1", 2), ("task-2", 4)]
+    assert set_marker(path, "task-2", Marker.COMPLETED) is Marker.REVIEW_PENDING
+    assert path.read_bytes().decode("utf-8") == text.replace(
+        "- [P] task-2 (Review Pending)", "- [x] task-2 (Completed)")
+    set_marker(path, "task-1", Marker.IN_PROGRESS)
+    assert path.read_bytes().decode("utf-8").startswith(
+        f"# Progress{brk}notes\r\n- [/] task-1 (In Progress)\r\nNote: a{brk}b\n")
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "progress.md"
+    path.write_bytes(b"# Progress\n- [ ] task-1 (caf\xe9)\n")
+    for action in (lambda: read_progress(path),
+                   lambda: set_marker(path, "task-1", Marker.IN_PROGRESS)):
+        with pytest.raises(WorkflowError) as caught:
+            action()
+        assert str(caught.value) == f"{path} is not UTF-8 text (byte 28)"
+    assert path.read_bytes() == b"# Progress\n- [ ] task-1 (caf\xe9)\n"
+
+
+def test_headings_in_fences_and_a_legend_with_a_colon() -> None:
+    text = ("## Legend:\n- [?] task-9 (whatever the legend shows)\n"
+            "## Implementation Progress\n```markdown\n## Legend\n```\n"
+            "- [x] task-1 (Completed)\n"
+            "```\n## Notes\n- [?] task-8 (an example in a fence)\n```\n"
+            "- [ ] task-2 (Not Started)\n")
+    assert parse_progress(text).markers == {"task-1": Marker.COMPLETED,
+                                           "task-2": Marker.NOT_STARTED}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.config import Config, parse_config
 from ralph.scaffold import WORKFLOW_PROMPTS, scaffold, template
 from ralph.workflow.answers import InvalidOutput, OutputProblem, parse_output
 from ralph.workflow.contracts import (
@@ -23,6 +24,7 @@ from ralph.workflow.errors import WorkflowError
 from ralph.workflow.prompts import (
     build_prompt,
     default_instructions,
+    input_block,
     input_lines,
     instructions_file,
     load_instructions,
@@ -34,7 +36,8 @@ EXECUTOR = ExecutorInput(session_path=".ralph-sessions/260131-144400/", task_id=
 OUTPUT_INSTRUCTION = (
     "End your answer with one JSON object that matches this JSON Schema (the Ralph-Executor "
     "output, contract 1.0.0), in a ```json block or bare. Only the last JSON object of your "
-    "answer is read; write the keys and values exactly as the schema names them. Ralph checks "
+    "answer is read, so write none after it; write the keys and values exactly as the schema "
+    "names them. Ralph checks "
     "every claim in it against the session's files: a claim the files contradict is a "
     "contract violation, and the answer is not used.")
 INPUTS: dict[str, RoleInput] = {
@@ -106,6 +109,29 @@ def test_read_input_names_what_is_wrong() -> None:
                               "CONTEXT: {oops}\n")
 
 
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e",
+                                 "\x85", "\u2028", "\u2029"])
+def test_every_line_break_makes_a_block_that_reads_back(brk: str) -> None:
+    request = f"Use SQLite.{brk}TASK_ID: task-7{brk}"
+    planner = PlannerInput(session_path="s/", mode="UPDATE", user_request=request)
+    lines = input_lines(planner)
+    assert lines.split("\n")[2] == "USER_REQUEST: |"
+    prompt = build_prompt("planner", planner, "Plan.")
+    assert read_input("planner", prompt) == planner
+    assert input_block(prompt)["USER_REQUEST"] == request
+
+
+def test_only_the_input_section_is_input() -> None:
+    executor = ExecutorInput(session_path="s/", task_id="task-1", attempt_number=2)
+    plain = build_prompt("executor", executor, "Example:\n\n## Input\n\nTASK_ID: task-9\n",
+                         additional_context="TASK_ID: task-7 failed earlier")
+    assert input_block(plain) == {"SESSION_PATH": "s/", "TASK_ID": "task-1",
+                                  "ATTEMPT_NUMBER": "2"}
+    assert read_input("executor", plain) == executor
+    with pytest.raises(WorkflowError, match="no '## Input' section"):
+        input_block("## Output\n\n## Input\n\nTASK_ID: task-1\n")
+
+
 def test_the_input_must_be_the_roles() -> None:
     with pytest.raises(WorkflowError, match="ExecutorInput is not the reviewer's input"):
         build_prompt("reviewer", EXECUTOR, "Review.")
@@ -145,14 +171,28 @@ def test_the_retry_takes_problem_lines_too() -> None:
 def test_instructions_are_read_from_the_project(tmp_path: Path) -> None:
     assert instructions_file("questioner") == "PROMPT_questioner.md"
     (tmp_path / "PROMPT_executor.md").write_text("My own instructions.\n")
-    assert load_instructions(tmp_path, "executor") == "My own instructions.\n"
+    assert load_instructions(tmp_path, "executor", Config()) == "My own instructions.\n"
     with pytest.raises(WorkflowError) as caught:
-        load_instructions(tmp_path, "planner")
+        load_instructions(tmp_path, "planner", Config())
     assert str(caught.value) == (f"PROMPT_planner.md is missing in {tmp_path}: run `ralph init` "
                                  "to scaffold the role prompts")
     (tmp_path / "PROMPT_reviewer.md").write_bytes(b"\xff\xfe")
     with pytest.raises(WorkflowError, match="not UTF-8"):
-        load_instructions(tmp_path, "reviewer")
+        load_instructions(tmp_path, "reviewer", Config())
+
+
+def test_instructions_from_the_file_the_config_names(tmp_path: Path) -> None:
+    config = parse_config('[workflow.roles.executor]\nprompt = "prompts/exec.md"\n')
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "exec.md").write_text("Configured.\n")
+    (tmp_path / "PROMPT_executor.md").write_text("Default.\n")
+    assert load_instructions(tmp_path, "executor", config) == "Configured.\n"
+    assert load_instructions(tmp_path, "executor", Config()) == "Default.\n"
+    with pytest.raises(WorkflowError) as caught:
+        load_instructions(tmp_path, "reviewer",
+                          parse_config('[workflow.roles.reviewer]\nprompt = "r.md"\n'))
+    assert str(caught.value) == (f"r.md is missing in {tmp_path}: create it, or change "
+                                 "[workflow.roles.reviewer] prompt in ralph.toml")
 
 
 def test_ralph_init_scaffolds_the_four_role_prompts(tmp_path: Path) -> None:
@@ -162,7 +202,7 @@ def test_ralph_init_scaffolds_the_four_role_prompts(tmp_path: Path) -> None:
         name = f"PROMPT_{role}.md"
         assert name in result.created
         assert (tmp_path / name).read_text() == template(name) == default_instructions(role)
-        assert load_instructions(tmp_path, role) == default_instructions(role)
+        assert load_instructions(tmp_path, role, Config()) == default_instructions(role)
     (tmp_path / "PROMPT_executor.md").write_text("edited")
     again = scaffold(tmp_path)
     assert "PROMPT_executor.md" in again.kept
@@ -201,7 +241,9 @@ def test_each_roles_instructions_describe_its_files_and_checks(role: str) -> Non
     flowing = " ".join(text.split())  # a phrase may be wrapped across lines
     for phrase in MUST_SAY[role]:
         assert phrase in flowing, (role, phrase)
-    assert "Ralph checks every claim" in flowing
+    # The questioner's counts are not checked: its instructions do not say every claim is.
+    checks = "Ralph checks your claims" if role == "questioner" else "Ralph checks every claim"
+    assert checks in flowing
     assert "contract violation" in flowing
     assert max(len(line) for line in text.splitlines()) <= 100
 
@@ -211,3 +253,12 @@ def test_the_instructions_name_every_status_the_contract_has() -> None:
         text = default_instructions(role)
         for value in json.loads(schema_text(role))["properties"]["status"]["enum"]:
             assert f"`{value}`" in text, (role, value)
+
+
+def test_the_questioner_is_promised_only_the_checks_made() -> None:
+    # checks.py verifies that a completed questioner updated plan.questions.md and changed
+    # nothing else; it does not count questions, so the instructions do not say it does.
+    text = " ".join(default_instructions("questioner").split())
+    assert ("a `completed` answer must have updated plan.questions.md, and you must change no "
+            "other file.") in text
+    assert "questions you count" not in text

@@ -62,9 +62,31 @@ def test_status_variants():
                           ("- **Status:** failed (criterion 2 not met)", Verdict.FAILED),
                           ("**Status**: QUALIFIED", Verdict.QUALIFIED),
                           ("**Status**: Qualified | Failed", None),
-                          ("**Status**: Pending", None)):
-        report = parse_report(f"## PART 1\nx\n# Part 2 review\n{line}\n")
+                          ("**Status**: Pending", None),
+                          ("**Status**: Not Qualified", Verdict.FAILED),
+                          ("**Status**: unqualified", Verdict.FAILED),
+                          ("**Status**: ❌ Failed (task not qualified yet)", Verdict.FAILED),
+                          ("**Status**: ✅ Qualified (nothing failed)", Verdict.QUALIFIED),
+                          ("**Status**: Failed / Qualified", None)):
+        report = parse_report(f"## PART 1: IMPLEMENTATION\nx\n## part 2: review\n{line}\n")
         assert report.status is verdict, line
+
+
+def test_only_level_2_part_headings_naming_the_part_count():
+    text = ("## PART 1: IMPLEMENTATION REPORT\n#### Part 2: the CLI\n**Status**: Failed\n"
+            "# PART 2: REVIEW\n### PART 2: REVIEW REPORT\n## Part 2 notes\n")
+    report = parse_report(text)
+    assert (report.has_part1, report.part2_count, report.status) == (True, 0, None)
+    assert parse_report("## PART 1 of the work\nx\n").has_part1 is False
+    report = parse_report(text + "## Part 2: Review Report\n**Status**: Qualified\n")
+    assert (report.part2_count, report.status) == (1, Verdict.QUALIFIED)
+    assert report.head == text.rstrip()
+
+
+def test_line_endings_do_not_change_the_head():
+    crlf = EXECUTOR_PART.replace("\n", "\r\n") + REVIEW.format(status="Failed")
+    assert parse_report(crlf).head == parse_report(EXECUTOR_PART).head
+    assert parse_report(crlf).status is Verdict.FAILED
 
 
 def test_a_report_without_parts():

@@ -115,7 +115,8 @@ def test_tasks_without_sections_and_planning_by_id():
 
 
 def test_bullets_outside_task_sections_and_in_code_are_not_tasks():
-    text = ("## Notes\n- task-9: not a task here\n## Tasks\n```\n- task-8: quoted\n```\n"
+    text = ("## Notes\n- task-9: not a task here\n## Implementation Tasks\n"
+            "```\n- task-8: quoted\n```\n"
             "- task-1: real\n- Note: prose\n- `task-2`: quoted id\n")
     assert parse_tasks(text).ids == ("task-1", "task-2")
 
@@ -130,3 +131,46 @@ def test_a_duplicate_task_id_is_an_error_naming_both_lines():
         parse_tasks(text, ".ralph-sessions/260131-144400/tasks.md")
     assert str(raised.value) == (".ralph-sessions/260131-144400/tasks.md:4: duplicate task id "
                                  "task-1 (first on line 2)")
+
+
+def test_task_line_variants_are_tasks():
+    text = ("## Implementation Tasks\n- [ ] task-1: checkbox\n    - Type: Parallelizable\n"
+            "1. task-2: numbered\n    - **Type**: Sequential (depends on task-1)\n"
+            "    - task-2.1: a sub-task\n      - Files: a.py, `b.py`\n"
+            "- **task-3:** bold with the colon inside\n"
+            "    - Depends-On-Nothing: an unknown plain field is prose\n")
+    tasks = parse_tasks(text)
+    assert tasks.ids == ("task-1", "task-2", "task-2.1", "task-3")
+    assert tasks.get("task-1").type == "Parallelizable"  # type: ignore[union-attr]
+    assert tasks.get("task-2").dependencies == ("task-1",)  # type: ignore[union-attr]
+    assert tasks.get("task-2.1").files == ("a.py", "b.py")  # type: ignore[union-attr]
+    assert tasks.get("task-2.1").line == 6  # type: ignore[union-attr]
+
+
+def test_only_planning_and_implementation_sections_hold_tasks():
+    text = ("- plan-init: before any section\n## Planning Tasks\n- plan-x: plan it\n"
+            "## Implementation Tasks\n- task-1: do it\n"
+            "## Task Summary\n- task-1: done first\n- plan-x: then\n")
+    tasks = parse_tasks(text)
+    assert tasks.ids == ("plan-init", "plan-x", "task-1")
+    assert [task.kind for task in tasks.tasks] == [TaskKind.PLANNING, TaskKind.PLANNING,
+                                                   TaskKind.IMPLEMENTATION]
+
+
+def test_a_task_line_that_cannot_be_read_is_an_error_not_dropped():
+    for line in ("### task-2: as a heading", "- [x]task-2: no space",
+                 "+ task-2: plus bullet", "task-2: no bullet"):
+        text = f"## Implementation Tasks\n- task-1: fine\n{line}\n"
+        with pytest.raises(WorkflowError, match=r"^tasks.md:3: cannot read this task line: "):
+            parse_tasks(text)
+
+
+def test_only_task_shaped_words_are_dependencies():
+    text = ("## Implementation Tasks\n- task-1: A\n- qa-check: B\n"
+            "- task-2: C\n    - **Type**: Sequential (depends on task-1's read-only API)\n"
+            "- task-3: D\n    - **Dependencies**: task-1 (needs the auth-service config)\n"
+            "- task-4: E\n    - **Type**: sequential, depends on qa-check and e2e-tests\n"
+            "- task-5: F\n    - **Type**: Sequential (depends on task-9 and plan-missing)\n")
+    tasks = parse_tasks(text)
+    assert [tasks.get(t).dependencies for t in ("task-2", "task-3", "task-4", "task-5")] == [  # type: ignore[union-attr]
+        ("task-1",), ("task-1",), ("qa-check",), ("task-9", "plan-missing")]

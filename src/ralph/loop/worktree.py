@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ralph.config import CONFIG_FILE, Config
+from ralph.config import CONFIG_FILE, WORKFLOW_ROLES, Config
 from ralph.git import Git, WorkTree
 from ralph.loop.errors import LoopError
 from ralph.loop.paths import RUNTIME_PATHS
@@ -30,7 +30,8 @@ def project_files(config: Config) -> set[str]:
     files = config.files
     names = {CONFIG_FILE, files.prd, files.progress, files.agents, files.prompt, files.plan,
              files.general, files.judge, files.review, files.feedback, ".gitignore",
-             config.judge.prompt, config.review.prompt}
+             config.judge.prompt, config.review.prompt,
+             *(config.role_prompt(role) for role in WORKFLOW_ROLES)}
     return {n for n in names if n}
 
 

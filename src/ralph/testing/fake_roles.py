@@ -48,6 +48,8 @@ from typing import Any
 
 from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_text
+from ralph.workflow.errors import WorkflowError
+from ralph.workflow.prompts import input_block
 
 SCRIPT_ENV = "RALPH_FAKE_ROLES_SCRIPT"
 
@@ -126,8 +128,15 @@ def _key_lines(prompt: str) -> list[tuple[int, int, str, str]]:
 
 
 def read_inputs(prompt: str) -> dict[str, str]:
-    """The prompt's `KEY: value` lines for the contract's keys, the last occurrence winning."""
-    return {key: value for _, _, key, value in _key_lines(prompt)}
+    """The role's input in the prompt, read as `ralph.workflow.prompts.read_input` reads it:
+    the `KEY: value` lines of its `## Input` section only, so a KEY line in the instructions
+    or the additional context (`TASK_ID: task-7 failed earlier`) is not input. A prompt with
+    no such section (written by hand) gives its last run of consecutive KEY lines."""
+    try:
+        block = input_block(prompt)
+    except WorkflowError:
+        return _last_block(prompt)
+    return {key: value for key, value in block.items() if key in _KEYS}
 
 
 def _last_block(prompt: str) -> dict[str, str]:

@@ -8,6 +8,7 @@ retry the orchestrator allows (`ralph.workflow.prompts.retry_prompt`).
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -31,7 +32,10 @@ from ralph.workflow.errors import WorkflowError
 # a brace in prose or code (`{name}`, `${HOME}`): only such a one, when it does not parse, is
 # worth reporting.
 _LOOKS_LIKE_OBJECT = re.compile(r'\{\s*["}]')
+_FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)", re.MULTILINE)
 _DECODER = json.JSONDecoder()
+_WINDOW = 512  # characters first given to the decoder (see _decode)
+_CUT_MARGIN = 8  # the longest token a window's end may cut (`false`, `\\uXXXX`) and then some
 _SHOWN_INPUT = 60  # characters of a rejected value quoted in its problem
 
 
@@ -64,6 +68,16 @@ class InvalidOutput(WorkflowError):
 
 
 @dataclass(frozen=True)
+class _Broken:
+    """A candidate that does not decode: where it starts, the decoder's message, and where
+    (in the whole text) decoding failed."""
+
+    start: int
+    msg: str
+    pos: int
+
+
+@dataclass(frozen=True)
 class _Found:
     start: int
     end: int
@@ -73,20 +87,37 @@ class _Found:
 def extract_output(text: str) -> dict[str, Any]:
     """The last top-level JSON object in `text` (fenced or bare; text around it is ignored).
 
-    Raises InvalidOutput when there is none, or when the last thing that looks like one (an
-    object of its own, or one that encloses the last valid object) does not parse.
+    "Last" is literal: an object written after the answer (even `{}` in a closing remark)
+    is the one read. Raises InvalidOutput when there is none, when one is nested too deeply
+    to decode, or when the last thing that looks like one does not parse: a broken object
+    after the last valid one, or one that encloses it (its decoding failed at or after the
+    valid object's start, so it was still open there).
     """
     found: list[_Found] = []
-    broken: list[tuple[int, json.JSONDecodeError]] = []
+    broken: list[_Broken] = []
+    # A line starting a code fence ends any JSON object (a string cannot span lines, and a
+    # fence outside one is no JSON), so no decoding needs to look past the next fence.
+    fences = [match.start() for match in _FENCE_LINE.finditer(text)]
     start = text.find("{")
     while start != -1:
+        if not _LOOKS_LIKE_OBJECT.match(text, start):
+            start = text.find("{", start + 1)  # `{name}`, `${HOME}`: cannot start an object
+            continue
+        index = bisect.bisect_right(fences, start)
+        limit = fences[index] if index < len(fences) else len(text)
         try:
-            value, end = _DECODER.raw_decode(text, start)
-        except json.JSONDecodeError as exc:
-            if _LOOKS_LIKE_OBJECT.match(text, start):
-                broken.append((start, exc))
+            decoded = _decode(text, start, limit)
+        except RecursionError:
+            # The decoder recurses once per level: an object this deep cannot be read at
+            # all (and is no output of any contract), so it is the answer's problem.
+            raise InvalidOutput([OutputProblem(
+                "", "a JSON object in the answer is nested too deeply to read: end the "
+                    "answer with one JSON object that matches the output schema")]) from None
+        if isinstance(decoded, _Broken):
+            broken.append(decoded)
             start = text.find("{", start + 1)
             continue
+        value, end = decoded
         # Decoding from "{" yields an object; the next search starts after it, so neither
         # the objects nested in it nor the braces in its strings are taken for others.
         found.append(_Found(start, end, value))
@@ -96,50 +127,48 @@ def extract_output(text: str) -> dict[str, Any]:
             "", "no JSON object found in the answer: end it with one JSON object that "
                 "matches the output schema")])
     last = found[-1] if found else None
-    for position, error in reversed(broken):
-        if last is None or position > last.start or _encloses(text, position, last.start):
+    for failed in reversed(broken):
+        # A broken candidate before the last valid object matters only if the decoder was
+        # still inside it at that object's start (then the valid one is a piece of it);
+        # one that failed earlier (prose with `{"`, a truncated log line) is no answer.
+        if last is None or failed.start > last.start or failed.pos >= last.start:
             raise InvalidOutput([OutputProblem(
                 "", f"the JSON object at the end of the answer is not valid JSON: "
-                    f"{_decode_error(text, position, error)}")])
+                    f"{_decode_error(text, failed)}")])
     assert last is not None  # a broken object was reported, or one was found
     return last.value
 
 
-def _encloses(text: str, start: int, inner: int) -> bool:
-    """Whether the object opened at `start` (which does not parse) still is open at `inner`:
-    its braces, outside its strings, are not balanced before that position, and no code fence
-    lies between them (a fence ends any object, and prose with a stray `{"` in it is no
-    object to report)."""
-    if "```" in text[start:inner]:
-        return False
-    depth = 0
-    in_string = escaped = False
-    for index in range(start, inner):
-        char = text[index]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return False
-    return True
+def _decode(text: str, start: int, limit: int) -> tuple[dict[str, Any], int] | _Broken:
+    """The object decoded from `text[start]` (a `{`) and where it ends, or how it fails.
+
+    The decoder is given a window of the text, doubled while the failure may be the window's
+    end (an unterminated string, or a failure in its last characters, where a literal, a
+    number or an escape may have been cut): a decoder error counts the lines before it in its
+    whole input, which over the whole answer and many broken candidates is quadratic."""
+    size = _WINDOW
+    while True:
+        stop = min(limit, start + size)
+        window = text[start:stop]
+        try:
+            value, end = _DECODER.raw_decode(window)
+        except json.JSONDecodeError as exc:
+            cut = stop < limit and (exc.msg.startswith("Unterminated string")
+                                    or exc.pos >= len(window) - _CUT_MARGIN)
+            if cut:
+                size *= 2
+                continue
+            return _Broken(start, exc.msg, start + exc.pos)
+        return value, start + end
 
 
-def _decode_error(text: str, start: int, error: json.JSONDecodeError) -> str:
+def _decode_error(text: str, failed: _Broken) -> str:
     """The decoder's message with its position counted from the object's first character."""
-    line = text.count("\n", start, error.pos) + 1
-    line_start = text.rfind("\n", start, error.pos) + 1 or start
-    column = error.pos - max(line_start, start) + 1
-    return f"{error.msg} (line {line}, column {column} of the object)"
+    start, position = failed.start, failed.pos
+    line = text.count("\n", start, position) + 1
+    line_start = text.rfind("\n", start, position) + 1 or start
+    column = position - max(line_start, start) + 1
+    return f"{failed.msg} (line {line}, column {column} of the object)"
 
 
 @overload

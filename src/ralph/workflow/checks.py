@@ -6,11 +6,17 @@ output, and returns the contract violations: each says what was claimed (by the 
 by the contract for that role and mode) and what the files show. An empty list means the
 files bear the role out. It reads nothing from disk, so it is tested with hand-made
 snapshots; `snapshot(session)` takes the real ones.
+
+Besides the writes a role owes, every other change is looked at: each role may change only
+its own files (questioner: plan.questions.md; reviewer: the report it reviews; executor: its
+report and its own task's line of progress.md; planner: plan.md, tasks.md, progress.md, the
+instructions file, and plan.questions.md in DISCOVERY). A planner adds tasks as `[ ]` and may
+set planning tasks to `[x]`, but moves no existing implementation task's marker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,16 +102,22 @@ class _Run:
         """Whether `key` was created, changed or deleted."""
         return self.before.files.get(key) != self.after.files.get(key)
 
-    def markers(self, snap: Snapshot) -> dict[str, Marker] | str:
-        """progress.md's markers, or the error that makes it unreadable."""
+    def progress(self, snap: Snapshot) -> ProgressFile | str | None:
+        """progress.md parsed, the error that makes it unreadable, or None if absent."""
         text = snap.text(PROGRESS)
         if text is None:
-            return {}
+            return None
         try:
-            progress: ProgressFile = parse_progress(text, PROGRESS)
+            return parse_progress(text, PROGRESS)
         except WorkflowError as exc:
             return str(exc)
-        return progress.markers
+
+    def markers(self, snap: Snapshot) -> dict[str, Marker] | str:
+        """progress.md's markers, or the error that makes it unreadable."""
+        progress = self.progress(snap)
+        if progress is None:
+            return {}
+        return progress if isinstance(progress, str) else progress.markers
 
 
 def _created(run: _Run, key: str, claim: str) -> list[Violation]:
@@ -126,16 +138,29 @@ def _updated(run: _Run, key: str, claim: str) -> list[Violation]:
     return []
 
 
-def _reports_kept(run: _Run, allowed: set[str], role: str) -> list[Violation]:
-    """Reports are never overwritten: every report there before, other than `allowed`, is
-    still there and unchanged."""
+def _outside(run: _Run, allowed: Collection[str], role: str) -> list[Violation]:
+    """Every file added, modified or removed other than the role's own (`allowed`)."""
+    own = ", ".join(sorted(allowed)) or "no file"
     found: list[Violation] = []
-    for key in sorted(run.before.files):
-        if key in allowed or parse_report_name(key) is None or not run.changed(key):
+    for key in sorted(set(run.before.files) | set(run.after.files)):
+        if key in allowed or not run.changed(key):
             continue
-        what = "deleted" if key not in run.after.files else "changed"
-        found.append(Violation(f"the {role} leaves earlier reports as they are", f"{key} {what}"))
+        what = ("added" if key not in run.before.files
+                else "removed" if key not in run.after.files else "modified")
+        moved = _moved(run) if key == PROGRESS else ""
+        found.append(Violation(f"the {role} changes only {own}",
+                               f"{key} {what}" + (f" ({moved})" if moved else "")))
     return found
+
+
+def _moved(run: _Run) -> str:
+    """The markers that moved between the snapshots, `task-1 [P] -> [x], ...`."""
+    before, after = run.markers(run.before), run.markers(run.after)
+    if isinstance(before, str) or isinstance(after, str):
+        return ""
+    return ", ".join(f"{task} {_show(before.get(task))} -> {_show(after.get(task))}"
+                     for task in sorted(set(before) | set(after))
+                     if before.get(task) != after.get(task))
 
 
 def _check_planner(run: _Run) -> list[Violation]:
@@ -165,7 +190,50 @@ def _check_planner(run: _Run) -> list[Violation]:
             else:
                 found += check(run, key, claim)
     found += _task_count(run)
-    return found + _reports_kept(run, set(), "planner")
+    allowed = {PLAN, TASKS, PROGRESS, run.after.instructions_key}
+    if mode == "DISCOVERY":
+        allowed.add(QUESTIONS)
+    return found + _outside(run, allowed, "planner") + _planner_markers(run)
+
+
+def _planner_markers(run: _Run) -> list[Violation]:
+    """New tasks `[ ]` (planning tasks also `[x]`), planning tasks set `[x]`, and no existing
+    implementation task's marker moved or removed."""
+    before, after = run.markers(run.before), run.markers(run.after)
+    if isinstance(after, str):
+        return [Violation(f"the planner leaves {PROGRESS} readable", after)]
+    if isinstance(before, str):
+        return []
+    planning = _planning_ids(run.before) | _planning_ids(run.after)
+    found: list[Violation] = []
+    for task in sorted(set(before) | set(after)):
+        was, now = before.get(task), after.get(task)
+        if was == now:
+            continue
+        moved = f"{task} {_show(was)} -> {_show(now)}"
+        if task in planning or task.startswith("plan-"):
+            if now is Marker.COMPLETED or (was is None and now is Marker.NOT_STARTED):
+                continue
+            found.append(Violation("the planner adds planning tasks as [ ] and sets them [x] "
+                                   "only", moved))
+        elif was is not None:
+            found.append(Violation(f"the planner moves no implementation task's marker "
+                                   f"({task} is the executor's and the orchestrator's)", moved))
+        elif now is not Marker.NOT_STARTED:
+            found.append(Violation("the planner adds implementation tasks as [ ]", moved))
+    return found
+
+
+def _planning_ids(snap: Snapshot) -> set[str]:
+    """The planning tasks of a snapshot's tasks.md (none if absent or unreadable)."""
+    text = snap.text(TASKS)
+    if text is None:
+        return set()
+    try:
+        tasks = parse_tasks(text, TASKS)
+    except WorkflowError:
+        return set()
+    return {task.task_id for task in tasks.tasks if task.kind is TaskKind.PLANNING}
 
 
 def _task_count(run: _Run) -> list[Violation]:
@@ -217,7 +285,8 @@ def _check_executor(run: _Run) -> list[Violation]:
             found.append(Violation(f"report {key} has its PART 1",
                                    "no `## PART 1` heading in it"))
     found += _executor_markers(run, task_id, status, met)
-    return found + _reports_kept(run, {key} if key else set(), "executor")
+    allowed = {PROGRESS} | ({key} if key is not None and parse_report_name(key) else set())
+    return found + _outside(run, allowed, "executor")
 
 
 def _executor_markers(run: _Run, task_id: str, status: str, met: bool) -> list[Violation]:
@@ -249,11 +318,25 @@ def _executor_markers(run: _Run, task_id: str, status: str, met: bool) -> list[V
                 found.append(Violation(f"the executor moves only {task_id}'s marker",
                                        f"{other} {_show(before.get(other))} -> "
                                        f"{_show(after.get(other))}"))
+    if not found and _other_lines(run, run.before, task_id) != _other_lines(run, run.after,
+                                                                              task_id):
+        found.append(Violation(f"the executor changes only {task_id}'s line of {PROGRESS}",
+                               "other lines changed"))
     return found
 
 
+def _other_lines(run: _Run, snap: Snapshot, task_id: str) -> list[str]:
+    """progress.md's lines other than `task_id`'s status line(s), line endings ignored."""
+    progress, text = run.progress(snap), snap.text(PROGRESS)
+    if text is None:
+        return []
+    own = ({entry.line for entry in progress.entries if entry.task_id == task_id}
+           if isinstance(progress, ProgressFile) else set())
+    return [line.rstrip() for number, line in enumerate(text.splitlines(), start=1)
+            if number not in own]
+
+
 def _check_reviewer(run: _Run) -> list[Violation]:
-    task_id = str(run.arg("TASK_ID") or "")
     claimed = str(run.arg("REPORT_PATH") or "")
     status = str(run.out("status") or "")
     verdict = str(run.out("verdict") or "")
@@ -262,16 +345,24 @@ def _check_reviewer(run: _Run) -> list[Violation]:
     if key is None:
         return [Violation(f"REPORT_PATH {claimed} reviewed", "not a file of this session")]
     text_after, text_before = run.after.text(key), run.before.text(key)
+    outside = _outside(run, {key}, "reviewer")
+    if status == "completed" and text_before is None:
+        # A reviewer reviews the executor's report; it does not write one of its own.
+        return [Violation(f"{key} with the executor's PART 1 reviewed",
+                          f"no {key} before the reviewer ran"), *outside]
     if text_after is None:
         # A review that ended in error over a missing report is honest about it.
         if status != "completed":
-            return _reports_kept(run, set(), "reviewer")
-        return [Violation(f"PART 2 appended to {key}", f"no {key} in {run.where()}")]
+            return outside
+        return [Violation(f"PART 2 appended to {key}", f"no {key} in {run.where()}"), *outside]
     report = parse_report(text_after)
     appended = report.part2_count > 0
     if text_before is not None:
         earlier = parse_report(text_before)
-        if not text_after.startswith(earlier.head):
+        if status == "completed" and not earlier.has_part1:
+            found.append(Violation(f"{key} with the executor's PART 1 reviewed",
+                                   f"{key} had no `## PART 1` before the reviewer ran"))
+        if report.head != earlier.head:
             found.append(Violation(f"the reviewer leaves {key}'s PART 1 as it is",
                                    "the text before PART 2 changed"))
         if (report.part2_count, report.last_part2) == (earlier.part2_count, earlier.last_part2):
@@ -286,14 +377,8 @@ def _check_reviewer(run: _Run) -> list[Violation]:
         elif report.status.value != verdict:
             found.append(Violation(f"verdict {verdict}",
                                    f"{key}'s PART 2 says **Status**: {report.status.value}"))
-    before, after = run.markers(run.before), run.markers(run.after)
-    if isinstance(before, dict) and isinstance(after, dict) and before != after:
-        moved = ", ".join(f"{task} {_show(before.get(task))} -> {_show(after.get(task))}"
-                          for task in sorted(set(before) | set(after))
-                          if before.get(task) != after.get(task))
-        found.append(Violation(f"the reviewer of {task_id} leaves {PROGRESS} to the "
-                               "orchestrator", moved))
-    return found + _reports_kept(run, {key}, "reviewer")
+    # progress.md is the orchestrator's: a moved marker is among `outside`'s changes.
+    return found + outside
 
 
 def _show(marker: Marker | None) -> str:
@@ -304,7 +389,7 @@ def _check_questioner(run: _Run) -> list[Violation]:
     found: list[Violation] = []
     if str(run.out("status") or "") == "completed":
         found += _updated(run, QUESTIONS, f"{QUESTIONS} updated")
-    return found + _reports_kept(run, set(), "questioner")
+    return found + _outside(run, {QUESTIONS}, "questioner")
 
 
 _CHECKS: dict[str, Callable[[_Run], list[Violation]]] = {

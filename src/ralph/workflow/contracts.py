@@ -25,7 +25,8 @@ How strict the outputs are, and why:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeAlias, get_args
 
@@ -41,6 +42,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ralph.workflow.errors import WorkflowError
+from ralph.workflow.session_dir import is_task_id
 
 CONTRACT_VERSION = "1.0.0"
 
@@ -74,9 +76,22 @@ def _text(value: str) -> str:
     return value
 
 
-def _identifier(value: str) -> str:
-    if not value or any(char.isspace() for char in value):
-        raise PydanticCustomError("identifier", "must be a non-empty id without spaces")
+def _task_id(value: str) -> str:
+    # The id names files (tasks.<id>-report.md): only the session's own id form is safe.
+    if not is_task_id(value):
+        raise PydanticCustomError(
+            "task_id", "must be a task id such as task-1 or task-2.1")
+    return value
+
+
+def _relative_path(value: str) -> str:
+    # A path the role is told to read: relative (to the project root), and never out of it.
+    value = _text(value)
+    parts = value.replace("\\", "/").split("/")
+    if (value.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", value)
+            or ".." in parts):
+        raise PydanticCustomError(
+            "relative_path", "must be a relative path without '..'")
     return value
 
 
@@ -94,9 +109,19 @@ def _nonblank(value: str) -> str:
 
 
 OneLine = Annotated[str, AfterValidator(_text)]
-Identifier = Annotated[str, AfterValidator(_identifier)]
+TaskId = Annotated[str, AfterValidator(_task_id)]
+RelativePath = Annotated[str, AfterValidator(_relative_path)]
 SessionPath = Annotated[str, AfterValidator(_directory)]
 Named = Annotated[str, AfterValidator(_nonblank)]
+
+
+def _required_with_default(*keys: str) -> Callable[[dict[str, Any]], None]:
+    """A schema hook listing `keys` as required: the contract requires them of a prompt (Ralph
+    always writes them), while the model defaults them to 1 for whoever builds an input."""
+    def hook(schema: dict[str, Any]) -> None:
+        required = schema.setdefault("required", [])
+        required += [key for key in keys if key not in required]
+    return hook
 
 
 def _drop_additional_properties(schema: dict[str, Any]) -> None:
@@ -141,9 +166,10 @@ class PlannerInput(RoleInput):
 class ExecutorInput(RoleInput):
     """Ralph-Executor's input: one task to implement, and which attempt this is."""
 
-    model_config = ConfigDict(title="Ralph-Executor input")
+    model_config = ConfigDict(title="Ralph-Executor input",
+                              json_schema_extra=_required_with_default("ATTEMPT_NUMBER"))
 
-    task_id: Identifier = Field(
+    task_id: TaskId = Field(
         alias="TASK_ID", description="Identifier of the task to execute (e.g. 'task-1', "
                                      "'task-2.1').")
     attempt_number: PositiveInt = Field(
@@ -156,15 +182,16 @@ class ReviewerInput(RoleInput):
 
     model_config = ConfigDict(title="Ralph-Reviewer input")
 
-    task_id: Identifier = Field(alias="TASK_ID", description="Identifier of the task to review.")
-    report_path: OneLine = Field(
+    task_id: TaskId = Field(alias="TASK_ID", description="Identifier of the task to review.")
+    report_path: RelativePath = Field(
         alias="REPORT_PATH", description="Path to the implementation report to review.")
 
 
 class QuestionerInput(RoleInput):
     """Ralph-Questioner's input: which half of a Q&A cycle to run, and which cycle."""
 
-    model_config = ConfigDict(title="Ralph-Questioner input")
+    model_config = ConfigDict(title="Ralph-Questioner input",
+                              json_schema_extra=_required_with_default("CYCLE_NUMBER"))
 
     mode: QuestionerMode = Field(alias="MODE", description="Operation mode.")
     cycle_number: PositiveInt = Field(

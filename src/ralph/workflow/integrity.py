@@ -40,7 +40,8 @@ def read_text(path: Path, source: str) -> str | None:
 def validate_session(session: SessionDir) -> SessionFiles:
     """tasks.md and progress.md parsed and checked against each other; WorkflowError
     `<file>:<line>: <problem>` for the first of: an unknown marker, a task id listed twice
-    (in either file), a task in progress.md missing from tasks.md, a dependency on an
+    (in either file), a task in progress.md missing from tasks.md, a task of tasks.md with no
+    line in progress.md (once progress.md exists), a dependency on an
     unknown task, a task depending on itself or a dependency cycle. Missing files are not
     an error (a new session has none yet)."""
     tasks_source = session.relative(session.tasks)
@@ -57,6 +58,12 @@ def validate_session(session: SessionDir) -> SessionFiles:
             if entry.task_id not in known:
                 raise WorkflowError(f"{progress_source}:{entry.line}: {entry.task_id} is not "
                                     f"in {session.tasks.name}")
+        if tasks is not None:
+            listed = {entry.task_id for entry in progress.entries}
+            for task in tasks.tasks:
+                if task.task_id not in listed:
+                    raise WorkflowError(f"{progress_source}: no line for {task.task_id} "
+                                        f"({tasks_source}:{task.line})")
     return SessionFiles(tasks, progress)
 
 

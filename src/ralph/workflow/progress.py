@@ -90,21 +90,43 @@ def _split_label(rest: str) -> str | None:
     return None if head is None else head["label"].strip()
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of `text` with their endings, split at "\n" only: the file's other
+    characters (a form feed, \x85, \u2028, which str.splitlines takes for line ends) are
+    text of their line, kept as they are; a "\r\n" ending stays whole."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise WorkflowError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkflowError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+
+
 def _status_lines(text: str, source: str) -> Iterable[tuple[int, re.Match[str], Marker]]:
     """(line number, match, marker) of each status line; a `## Legend` section is skipped
     (it shows markers, it does not set them)."""
     in_legend = False
     in_fence = False
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+    for number, line in enumerate(_lines(text), start=1):
         if line.lstrip().startswith(("```", "~~~")):
             in_fence = not in_fence
             continue
+        if in_fence:
+            continue  # a fenced example shows lines and headings, it is none of them
         heading = _HEADING_RE.fullmatch(line.rstrip("\r\n"))
         if heading is not None:
-            in_legend = heading["title"].strip().lower() == "legend"
+            in_legend = heading["title"].rstrip(":").strip().lower() == "legend"
             continue
         match = _LINE_RE.fullmatch(line)
-        if in_fence or in_legend or match is None:
+        if in_legend or match is None:
             continue
         try:
             marker = Marker(f"[{match['marker']}]")
@@ -131,11 +153,7 @@ def parse_progress(text: str, source: str = "progress.md") -> ProgressFile:
 
 def read_progress(path: Path) -> ProgressFile:
     """progress.md read and parsed; WorkflowError if it cannot be read."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkflowError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_progress(text, source=str(path))
+    return parse_progress(_read_text(path), source=str(path))
 
 
 def status_line(task_id: str, marker: Marker, reason: str | None = None) -> str:
@@ -158,13 +176,9 @@ def set_marker(path: Path, task_id: str, marker: Marker, *, reason: str | None =
     `[x]`): another one is a WorkflowError and nothing is written. So is a missing task, an
     unknown marker anywhere in the file, or a task listed twice.
     """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise WorkflowError(f"cannot read {path}: {exc.strerror or exc}") from None
-    text = data.decode("utf-8")
+    text = _read_text(path)
     parse_progress(text, source=str(path))  # refuse to edit a file that is already invalid
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     for number, match, current in _status_lines(text, str(path)):
         if match["id"] != task_id:
             continue

@@ -19,7 +19,10 @@ A prompt reads:
 
 An input value is written as it is; `CONTEXT` (an object) as compact JSON on its one line; a
 value of several lines as `KEY: |` followed by its lines, each indented by two spaces.
-`read_input` reads the lines back (the fake role agents do, to play a role from its prompt).
+`read_input` reads the lines back; `input_block` gives the raw `KEY: value` pairs of the
+`## Input` section, which is what the fake role agents (`ralph.testing.fake_roles`) read to play
+a role from its prompt (so nothing outside that section, such as additional context, can change
+their input).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ralph.config import Config
 from ralph.scaffold import template
 from ralph.workflow.answers import InvalidOutput, OutputProblem
 from ralph.workflow.contracts import AnyInput, Role, RoleInput, contract, schema_text
@@ -55,16 +59,20 @@ def default_instructions(role: Role | str) -> str:
     return template(instructions_file(role))
 
 
-def load_instructions(root: Path, role: Role | str) -> str:
-    """`role`'s instructions from `root`'s PROMPT_<role>.md (the user may have edited them).
+def load_instructions(root: Path, role: Role | str, config: Config) -> str:
+    """`role`'s instructions (the user may have edited them): the file `config` names for it
+    (`[workflow.roles.<role>] prompt`, relative to `root`), by default `PROMPT_<role>.md`.
 
     Raises WorkflowError when the file is missing (with how to get it) or unreadable."""
-    name = instructions_file(role)
+    found = contract(role).role
+    name = config.role_prompt(found)
+    configured = name != instructions_file(found)
     try:
         return (root / name).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise WorkflowError(f"{name} is missing in {root}: run `ralph init` to scaffold the "
-                            "role prompts") from None
+        remedy = (f"create it, or change [workflow.roles.{found}] prompt in ralph.toml"
+                  if configured else "run `ralph init` to scaffold the role prompts")
+        raise WorkflowError(f"{name} is missing in {root}: {remedy}") from None
     except UnicodeDecodeError:
         raise WorkflowError(f"{name} in {root} is not UTF-8 text") from None
     except OSError as exc:
@@ -77,9 +85,13 @@ def input_lines(role_input: RoleInput) -> str:
     for key, value in role_input.prompt_fields().items():
         text = (json.dumps(value, ensure_ascii=False, separators=(",", ":"))
                 if isinstance(value, dict) else str(value))
-        if "\n" in text or "\r" in text or text.strip() == _BLOCK:
+        # Any character that ends a line for str.splitlines (not only \n and \r: also
+        # \x0b \x0c \x1c-\x1e \x85 \u2028 \u2029) makes it a block, so that no reader that
+        # breaks lines there takes the rest for another KEY line; the block's lines are split
+        # at \n only, which is where input_block splits them, so the value reads back as it was.
+        if len(f"{text}.".splitlines()) > 1 or text.strip() == _BLOCK:
             lines.append(f"{key}: {_BLOCK}")
-            lines.extend(_INDENT + line for line in text.splitlines())
+            lines.extend(_INDENT + line for line in text.split("\n"))
         else:
             lines.append(f"{key}: {text}")
     return "\n".join(lines)
@@ -107,7 +119,8 @@ def build_prompt(role: Role | str, role_input: RoleInput, instructions: str, *,
 def _output_instruction(agent_name: str, version: str) -> str:
     return (f"End your answer with one JSON object that matches this JSON Schema (the "
             f"{agent_name} output, contract {version}), in a ```json block or bare. Only the "
-            "last JSON object of your answer is read; write the keys and values exactly as "
+            "last JSON object of your answer is read, so write none after it; write the keys "
+            "and values exactly as "
             "the schema names them. Ralph checks every claim in it against the session's "
             "files: a claim the files contradict is a contract violation, and the answer is "
             "not used.")
@@ -136,7 +149,7 @@ def read_input(role: Role | str, prompt: str) -> AnyInput:
     """The input of `role` read back from a prompt `build_prompt` made (the `KEY: value`
     lines after its `## Input` heading). Raises WorkflowError naming the problem."""
     found = contract(role)
-    values = _input_values(prompt)
+    values: dict[str, Any] = dict(input_block(prompt))
     if "CONTEXT" in values:
         try:
             values["CONTEXT"] = json.loads(values["CONTEXT"])
@@ -153,17 +166,27 @@ def read_input(role: Role | str, prompt: str) -> AnyInput:
     return parsed
 
 
-def _input_values(prompt: str) -> dict[str, Any]:
-    lines = prompt.splitlines()
+def input_block(prompt: str) -> dict[str, str]:
+    """The `KEY: value` pairs of a prompt's `## Input` section, as written (a block value's
+    lines joined), without validating them. Only that section counts: a `KEY:` line in the
+    instructions or in the additional context after the section is not input.
+
+    The section is the last `## Input` line before the prompt's last `## Output` line (the
+    instructions may quote an example). Lines are split at "\n" only: a value's other
+    line-break characters stay in it. Raises WorkflowError when there is no such section."""
+    lines = prompt.split("\n")
+    end = len(lines)
+    if OUTPUT_HEADING in lines:
+        end = len(lines) - 1 - lines[::-1].index(OUTPUT_HEADING)
     try:
-        start = len(lines) - lines[::-1].index(INPUT_HEADING)
+        start = end - lines[:end][::-1].index(INPUT_HEADING)
     except ValueError:
         raise WorkflowError(f"the prompt has no {INPUT_HEADING!r} section") from None
-    values: dict[str, Any] = {}
+    values: dict[str, str] = {}
     index = start
-    while index < len(lines) and not lines[index].strip():
+    while index < end and not lines[index].strip():
         index += 1
-    while index < len(lines):
+    while index < end:
         match = _KEY_LINE.fullmatch(lines[index])
         if match is None:
             break  # a blank line or the additional context: the input lines are over
@@ -171,7 +194,7 @@ def _input_values(prompt: str) -> dict[str, Any]:
         index += 1
         if value == _BLOCK:
             block: list[str] = []
-            while index < len(lines) and lines[index].startswith(_INDENT):
+            while index < end and lines[index].startswith(_INDENT):
                 block.append(lines[index][len(_INDENT):])
                 index += 1
             value = "\n".join(block)
