@@ -5,21 +5,22 @@ specs name."""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from ralph.company.adapters import adapter_statuses
 from ralph.company.files import FileFormatError, read_yaml
-from ralph.company.layout import HELP_REQUESTS, INDEX_FILE, PROJECTS, REVIEWS
+from ralph.company.index import index_stats, rebuild_index, sync_index
+from ralph.company.index_db import db_path
+from ralph.company.layout import HELP_REQUESTS, INDEX_FILE, PROJECTS, REVIEWS, CompanyError
 from ralph.company.runs import project_ids, read_run, run_ids
 from ralph.company.schemas import MachineYaml, schema_issues
 from ralph.company.workspace import MACHINE_FILE, validate_workspace
 
 Check = dict[str, Any]
-# (root, rebuild, sync) -> the index check; given by the index service.
-IndexCheck = Callable[[Path, bool, bool], Check]
 
 
 def check(id_: str, status: str, message: str, details: list[str] | None = None) -> Check:
@@ -29,7 +30,7 @@ def check(id_: str, status: str, message: str, details: list[str] | None = None)
     return found
 
 
-def doctor(root: Path, index_check: IndexCheck, *, rebuild_index: bool = False,
+def doctor(root: Path, *, rebuild_index: bool = False,
            sync_index: bool = False, shown_as: str | None = None) -> dict[str, Any]:
     checks = [_schema(root)]
     machine = _machine(root, checks)
@@ -37,7 +38,7 @@ def doctor(root: Path, index_check: IndexCheck, *, rebuild_index: bool = False,
     checks.extend(_providers(statuses))
     if machine is not None:
         checks.append(_repos(machine))
-    checks.append(index_check(root, rebuild_index, sync_index))
+    checks.append(_index(root, rebuild_index, sync_index))
     checks.append(_worktrees(root))
     summary = {status: sum(1 for c in checks if c["status"] == status)
                for status in ("pass", "warn", "fail")}
@@ -135,6 +136,49 @@ def index_is_stale(root: Path) -> tuple[bool, float, float]:
     index_ms = (root / INDEX_FILE).stat().st_mtime * 1000
     newest = latest_mtime_ms(root)
     return newest > index_ms + 1, index_ms, newest
+
+
+def _index(root: Path, rebuild: bool, sync: bool) -> Check:
+    if rebuild:
+        return _rebuilt(rebuild_index(root))
+    if sync:
+        synced = sync_index(root)
+        errors = index_stats(root)["event_parse_errors"]
+        return check("index.sync", "warn" if errors else "pass",
+                     f"Index synced with {errors} event parse error(s)." if errors
+                     else "Index synced successfully.",
+                     [f"{key}: {_js(value)}" for key, value in synced.items()])
+    if not db_path(root).exists():
+        return check("index.rebuild", "warn",
+                     "SQLite index is missing. Run index:rebuild for fast queries.")
+    try:
+        stats = index_stats(root)
+        stale, index_ms, newest_ms = index_is_stale(root)
+    except (CompanyError, OSError, sqlite3.Error) as exc:
+        return check("index.rebuild", "fail", f"SQLite index exists but could not be read: {exc}")
+    errors = stats["event_parse_errors"]
+    message = ("SQLite index is readable but appears stale relative to canonical files."
+               if stale else f"SQLite index loaded with {errors} event parse error(s)."
+               if errors else "SQLite index is present and readable.")
+    return check("index.rebuild", "warn" if stale or errors else "pass", message, [
+        *(f"{key}: {value}" for key, value in stats.items()),
+        f"index_mtime_ms: {math.floor(index_ms)}",
+        f"canonical_latest_mtime_ms: {math.floor(newest_ms)}"])
+
+
+def _rebuilt(result: dict[str, Any]) -> Check:
+    errors = result["event_parse_errors"]
+    return check("index.rebuild", "warn" if errors else "pass",
+                 f"Index rebuilt with {errors} event parse error(s)." if errors
+                 else "Index rebuilt successfully.",
+                 [f"{key}: {result[key]}" for key in (
+                     "db_path", "runs_indexed", "events_indexed", "artifacts_indexed",
+                     "reviews_indexed", "help_requests_indexed")])
+
+
+def _js(value: Any) -> str:
+    """A value as JavaScript's template strings write it (`true`, not `True`)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def _worktrees(root: Path) -> Check:

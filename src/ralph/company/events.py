@@ -64,23 +64,15 @@ def append_event(events_path: Path, event: dict[str, Any]) -> None:
     interleave within a line. A line a crashed writer left without its newline is closed
     first, so that it stays one bad line and does not swallow this event."""
     line = encode_event(event)
-    fd = os.open(events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # (read and write: the torn-line check reads the last byte through the same descriptor)
+    fd = os.open(events_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        size = os.fstat(fd).st_size
-        if size and _ends_torn(events_path, size):
+        if ends_torn(fd, os.fstat(fd).st_size):
             line = b"\n" + line
         view = memoryview(line)
         while view:
             written = os.write(fd, view)
             view = view[written:]
-    finally:
-        os.close(fd)
-
-
-def _ends_torn(path: Path, size: int) -> bool:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return ends_torn(fd, size)
     finally:
         os.close(fd)
 

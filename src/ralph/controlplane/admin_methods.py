@@ -9,7 +9,6 @@ from pydantic import StrictBool
 
 from ralph.company.adapters import adapter_statuses
 from ralph.company.doctor import doctor
-from ralph.company.index_check import index_check
 from ralph.company.layout import require_workspace
 from ralph.controlplane.params import WorkspaceParams
 from ralph.controlplane.plane import FAILED, Plane
@@ -37,7 +36,7 @@ def register(registry: Registry, plane: Plane) -> None:
 
 
 def _doctor(root: Path, rebuild: bool, sync: bool, shown_as: str) -> dict[str, Any]:
-    return doctor(root, index_check, rebuild_index=rebuild, sync_index=sync, shown_as=shown_as)
+    return doctor(root, rebuild_index=rebuild, sync_index=sync, shown_as=shown_as)
 
 
 def _adapters(root: Path) -> list[dict[str, Any]]:

@@ -68,11 +68,6 @@ class UiParams(InboxParams):
     monitor_limit: Limit | None = None
 
 
-def _echo(result: dict[str, Any], workspace_dir: str) -> dict[str, Any]:
-    """The result with `workspace_dir` as the params give it (absolute, normalised)."""
-    return {**result, "workspace_dir": workspace_dir}
-
-
 def register(registry: Registry, plane: Plane) -> None:
     @registry.method("index.rebuild", params=WorkspaceParams, result=dict[str, Any],
                      errors=[FAILED], summary="Index the workspace anew: {db_path, "
@@ -132,32 +127,27 @@ def register(registry: Registry, plane: Plane) -> None:
     async def monitor_snapshot(params: MonitorParams) -> dict[str, Any]:
         sessions = await plane.off_loop(plane.session_rows, params.workspace_dir,
                                         context={"workspace_dir": params.workspace_dir})
-        found = await plane.call(
+        return await plane.call(
             params.workspace_dir, snapshots.monitor_snapshot, sessions,
             project_id=params.project_id, limit=params.limit,
             refresh_index=params.refresh_index, sync_index=params.sync_index)
-        return _echo(found, params.workspace_dir)
 
     @registry.method("inbox.snapshot", params=InboxParams, result=dict[str, Any],
                      errors=[FAILED], summary="Artifacts waiting for a review and recent "
                      "decisions.")
     async def inbox_snapshot(params: InboxParams) -> dict[str, Any]:
-        found = await plane.call(
+        return await plane.call(
             params.workspace_dir, snapshots.inbox_snapshot, project_id=params.project_id,
             pending_limit=params.pending_limit, decisions_limit=params.decisions_limit,
             refresh_index=params.refresh_index, sync_index=params.sync_index)
-        return _echo(found, params.workspace_dir)
 
     @registry.method("ui.snapshot", params=UiParams, result=dict[str, Any], errors=[FAILED],
                      summary="monitor.snapshot and inbox.snapshot at once (one refresh).")
     async def ui_snapshot(params: UiParams) -> dict[str, Any]:
         sessions = await plane.off_loop(plane.session_rows, params.workspace_dir,
                                         context={"workspace_dir": params.workspace_dir})
-        found = await plane.call(
+        return await plane.call(
             params.workspace_dir, snapshots.ui_snapshot, sessions,
             project_id=params.project_id, monitor_limit=params.monitor_limit,
             pending_limit=params.pending_limit, decisions_limit=params.decisions_limit,
             refresh_index=params.refresh_index, sync_index=params.sync_index)
-        found["monitor"] = _echo(found["monitor"], params.workspace_dir)
-        found["review_inbox"] = _echo(found["review_inbox"], params.workspace_dir)
-        return _echo(found, params.workspace_dir)
