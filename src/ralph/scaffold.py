@@ -45,6 +45,7 @@ GITIGNORE_ENTRIES = (
     ".ralph/store/",
     ".ralph/cache/",
     ".ralph/sessions/",
+    ".ralph/workflows/",
     ".ralph/*.lock",
     ".ralph/serve.json",
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 # Runtime parts of .ralph/: never committed, never counted as the agent's changes.
 RUNTIME_PATHS = (".ralph/state.json", ".ralph/state.json.damaged", ".ralph/logs",
                  ".ralph/receipts", ".ralph/context", ".ralph/attempts", ".ralph/store",
-                 ".ralph/cache", ".ralph/sessions", ".ralph/loop.lock",
+                 ".ralph/cache", ".ralph/sessions", ".ralph/workflows", ".ralph/loop.lock",
                  ".ralph/serve.json")
 
 

@@ -591,12 +591,12 @@ class LoopService:
             raise LoopError(f"{self.paths.root} is not a git repository: run `git init` "
                             "(Ralph commits each iteration's work)")
         resolved = self.config.agent(agent or self.config.loop.default_agent)
-        _check_program(resolved)
+        check_program(resolved)
         # The judge's and reviewer's agents too: found missing only after the agent had
         # worked, they would cost an attempt.
         for section in (self.config.judge, self.config.review):
             if section.enabled and section.agent:
-                _check_program(self.config.agent(section.agent))
+                check_program(self.config.agent(section.agent))
         tasks = ctx.tracker().load()
         if not tasks:
             raise LoopError(f"{self.config.files.prd} has no tasks")
@@ -833,7 +833,7 @@ class TreePolicy:
     allow_dirty: bool = False  # commit changes Ralph did not make, on their own
 
 
-def _check_program(agent: ResolvedAgent) -> None:
+def check_program(agent: ResolvedAgent) -> None:
     """The agent's program can be found (AgentError naming the package to install if not)."""
     adapter = adapter_for(agent.adapter)
     command: AgentCommand = adapter.build(list(agent.argv), agent.model, "", "")

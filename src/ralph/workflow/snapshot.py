@@ -15,7 +15,9 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
+from ralph.workflow.errors import WorkflowError
 from ralph.workflow.session_dir import SESSIONS_DIR, SessionDir
 
 _CHUNK = 1 << 20
@@ -85,6 +87,24 @@ class Snapshot:
         if not text.startswith(prefix) or text == prefix.rstrip("/"):
             return None
         return text[len(prefix):]
+
+    def to_json(self) -> dict[str, Any]:
+        """The snapshot as JSON (recorded with a role call, so that a call run again after
+        a crash is checked against the files as they were before its first run)."""
+        return {"files": {key: [state.size, state.sha256] for key, state in self.files.items()},
+                "dirs": sorted(self.dirs), "texts": dict(self.texts)}
+
+    @classmethod
+    def from_json(cls, session: SessionDir, data: Mapping[str, Any]) -> Snapshot:
+        """A snapshot `to_json` wrote; WorkflowError if it is not one."""
+        try:
+            files = {str(key): FileState(int(size), str(sha))
+                     for key, (size, sha) in dict(data["files"]).items()}
+            return cls(session, files, frozenset(str(d) for d in data["dirs"]),
+                       {str(key): str(text) for key, text in dict(data["texts"]).items()})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WorkflowError(f"a recorded snapshot of {session.session_path} cannot be "
+                                f"read: {exc}") from None
 
 
 def snapshot(session: SessionDir) -> Snapshot:
