@@ -154,11 +154,18 @@ def test_planner_update_must_not_lose_its_files(session: SessionDir):
     assert found == [Violation("MODE UPDATE keeps plan.md", f"no plan.md in {SP}")]
 
 
-def test_planner_task_breakdown_must_change_tasks_md(session: SessionDir):
+def test_planner_task_breakdown_leaves_tasks_md_and_its_claims_hold(session: SessionDir):
     _planned(session)
     given = {"MODE": "TASK_BREAKDOWN", "USER_REQUEST": "x"}
-    assert _run(session, lambda: None, "planner", given, {"status": "completed"}) == [
-        Violation("MODE TASK_BREAKDOWN creates or updates tasks.md", "tasks.md is unchanged")]
+    # Nothing to add is a valid breakdown; claiming an update that did not happen is not.
+    assert _run(session, lambda: None, "planner", given, {"status": "completed"}) == []
+    assert _run(session, lambda: None, "planner", given,
+                {"status": "completed", "artifacts_updated": ["tasks.md"]}) == [
+        Violation("artifacts_updated: tasks.md", "tasks.md is unchanged")]
+    assert _run(session, session.tasks.unlink, "planner", given,
+                {"status": "completed"})[0] == Violation(
+        "MODE TASK_BREAKDOWN leaves a tasks.md", f"no tasks.md in {SP}")
+    _planned(session)
 
     def act() -> None:
         session.tasks.write_text(TASKS + "- task-3: Third\n")

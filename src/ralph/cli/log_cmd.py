@@ -33,9 +33,14 @@ def log(run: Annotated[str | None, typer.Option(
         verbose: Annotated[bool, typer.Option(
             "--verbose", "-v", help="Tool results, reasoning and agent details too.")] = False,
         root: Annotated[Path | None, typer.Option("--root", metavar="PATH",
-                                                  help="Project root.")] = None) -> None:
+                                                  help="Project root.")] = None,
+        workflow: Annotated[str | None, typer.Option(
+            "--workflow", metavar="SESSION_ID",
+            help="A `ralph workflow` session's steps instead of a run.")] = None) -> None:
     """Show a run's history: iterations, the agent's text and tool calls, gates with the end
-    of a failing one's output, verdicts, commits, and the run's summary.
+    of a failing one's output, verdicts, commits, and the run's summary. With --workflow, a
+    workflow session's steps: states, role calls and results, violations, gates, markers
+    and commits.
 
     With --follow, go on with what comes next (a run in progress, and the runs after it;
     with --run, until that run ends). Exit code: 0, or 1 when the run named is unknown."""
@@ -45,7 +50,13 @@ def log(run: Annotated[str | None, typer.Option(
     from ralph.loop.paths import ProjectPaths
     from ralph.store import Store
 
+    if workflow is not None and run is not None:
+        error_line("--workflow cannot be used with --run")
+        raise typer.Exit(2)
     paths = ProjectPaths(root or find_project_root())
+    if workflow is not None:
+        _workflow_log(paths.store, workflow, follow=follow, json=json)
+        return
     # Nothing recorded (no store, or the empty directory `ralph init` makes): never create one.
     if not (paths.store / "head").exists():
         if not follow:
@@ -133,3 +144,64 @@ async def _follow(store: Store, view: _View, cursor: int, run_id: str | None) ->
 def _latest_run(store: Store) -> str | None:
     started = store.last("run.started")
     return str(started[0].meta.get("run_id")) if started else None
+
+
+def _workflow_log(store_dir: Path, session_id: str, *, follow: bool, json: bool) -> None:
+    """A workflow session's events (ralph.cli.workflow_view's lines, or JSON lines); with
+    `follow`, then live ones until the session stops or reaches a final state."""
+    import asyncio
+
+    from ralph.store import Store
+    from ralph.workflow.errors import WorkflowError
+    from ralph.workflow.record import workflow_stream
+    from ralph.workflow.session_dir import validate_session_id
+
+    try:
+        validate_session_id(session_id)
+    except WorkflowError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    if not (store_dir / "head").exists():
+        error_line(f"no workflow session {session_id!r}: nothing is recorded yet")
+        raise typer.Exit(1)
+
+    def show(frame: Frame) -> bool:
+        """Show it; whether the session stopped there."""
+        from ralph.cli.workflow_view import describe
+
+        if json:
+            write_json_line(frame.to_dict())
+        else:
+            line = describe(frame)
+            if line is not None:
+                typer.echo(f"{frame.ts[11:19]} {line}")
+        return frame.topic == "workflow.stopped" or (
+            frame.topic == "workflow.state" and frame.meta.get("state") in
+            ("BLOCKED", "COMPLETE", "FAILED"))
+
+    async def follow_live(store: Store, cursor: int) -> None:
+        async with store.subscribe(stream=workflow_stream(session_id),
+                                   after_seq=cursor) as frames:
+            async for frame in frames:
+                if show(frame):
+                    return
+
+    try:
+        with Store(store_dir) as store:
+            cursor = store.last_seq
+            shown = 0
+            for frame in store.read(stream=workflow_stream(session_id)):
+                if frame.seq > cursor:
+                    break
+                shown += 1
+                show(frame)
+            if not shown:
+                error_line(f"no workflow session {session_id!r} recorded (`ralph workflow "
+                           "list` shows them)")
+                raise typer.Exit(1)
+            if follow:
+                with contextlib.suppress(KeyboardInterrupt):
+                    asyncio.run(follow_live(store, cursor))
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None

@@ -101,9 +101,12 @@ def _drive(service: WorkflowService, work: Callable[[], Awaitable[WorkflowOutcom
 
     async def main() -> WorkflowOutcome:
         loop = asyncio.get_running_loop()
+        me = asyncio.current_task()
 
         def on_signal(signum: int) -> None:
-            service.request_stop("ctrl-c" if signum == signal.SIGINT else "sigterm")
+            if not service.request_stop("ctrl-c" if signum == signal.SIGINT else "sigterm") \
+                    and me is not None:
+                me.cancel()  # before the session runs (or after): nothing to record
             if signum == signal.SIGINT:
                 loop.remove_signal_handler(signal.SIGINT)
 
@@ -117,7 +120,7 @@ def _drive(service: WorkflowService, work: Callable[[], Awaitable[WorkflowOutcom
 
     try:
         outcome = asyncio.run(main())
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         raise typer.Exit(EXIT_STOPPED) from None
     sid = outcome.session_id
     if outcome.stopped_by is not None:

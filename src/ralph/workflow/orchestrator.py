@@ -85,8 +85,13 @@ class Orchestrator:
                 raise WorkflowError(f"workflow session {self.session.session_id} has no "
                                     "recorded state")
             if position.state.final:
+                await self._commit_session(position.state.value.lower())
                 return position
-            await self._step(record, position)
+            try:
+                await self._step(record, position)
+            except WorkflowError as exc:  # the session's files, unreadable mid-step
+                self._fail(read_record(self.store, self.session.session_id).position
+                           or position, str(exc))
 
     def move(self, position: Position, state: State, reason: str = "",
              **changes: Any) -> Position:
@@ -155,7 +160,6 @@ class Orchestrator:
                                                    f"({self.limits.max_qa_cycles}) are done: "
                                                    "going on with the tasks"})
         if position.completion_check and not _open_tasks(files):
-            await self._commit_session("complete")
             self.move(position, State.COMPLETE,
                       "every task is done and the completion check found no gap")
             return
@@ -283,7 +287,7 @@ class Orchestrator:
         failures = {**position.failures, task_id: why}
         if attempt >= self.limits.max_task_attempts:
             self._set(task_id, Marker.FAILED, attempt, f"{attempt} attempts, {why}")
-            await self._commit(task_id, attempt, failed=f"failed after {attempt} attempts")
+            await self._commit(task_id, attempt, failed=why)
         else:
             self._set(task_id, Marker.NOT_STARTED, attempt, why)
         self._after_task(position, attempts, failures, for_planner,

@@ -244,6 +244,7 @@ class WorkflowService:
         caller = RoleCaller(self.root, config, session, sessions, emit, record.agents)
         orchestrator = Orchestrator(self.root, config, self.store, session, caller, emit,
                                     Limits(record.max_qa_cycles, record.max_task_attempts))
+        self._stop_by = None
         run = asyncio.get_running_loop().create_task(orchestrator.run())
         self._running = run
         follower = asyncio.get_running_loop().create_task(
