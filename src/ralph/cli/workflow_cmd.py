@@ -58,12 +58,13 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q",
 SessionArg = Annotated[str, typer.Argument(metavar="SESSION_ID",
                                            help="The session (YYMMDD-HHMMSS).")]
 OptionalSessionArg = Annotated[str | None, typer.Argument(
-    metavar="[SESSION_ID]", help="The session (YYMMDD-HHMMSS); default: the newest.",
+    metavar="SESSION_ID", help="The session (YYMMDD-HHMMSS); default: the newest.",
     show_default=False)]
 
 # How `start`, `resume` and `answer` exit, by the state the session ended in.
 EXIT_CODES = {"COMPLETE": 0, "FAILED": 1, "BLOCKED": 3}
 EXIT_ERROR = 2
+EXIT_NO_SESSION = 1
 EXIT_STOPPED = 130
 
 
@@ -157,8 +158,8 @@ def start(
     Q&A cycles when it asks, then each task is executed, gated and reviewed until the
     completion check passes. Each step is shown on stderr; Ctrl-C stops (resume goes on).
 
-    Exit code: 0 complete, 1 failed, 2 bad input, 3 blocked (answer it with `ralph workflow
-    answer`), 130 stopped (Ctrl-C, SIGTERM, `ralph workflow stop`)."""
+    Exit code: 0 complete, 1 failed (or no such session), 2 bad input, 3 blocked (answer it
+    with `ralph workflow answer`), 130 stopped (Ctrl-C, SIGTERM, `ralph workflow stop`)."""
     text = _request_text(request)
     with _service(root, running=True, quiet=quiet) as service:
         _run(service, lambda: service.start(text, agent, allow_dirty=allow_dirty))
@@ -193,11 +194,8 @@ def stop(session_id: OptionalSessionArg = None, root: RootOption = None) -> None
     import asyncio
 
     with _service(root) as service:
-        try:
+        with _errors():
             status = asyncio.run(service.stop(session_id))
-        except RalphError as exc:
-            error_line(str(exc))
-            raise typer.Exit(1) from None
         sys.stdout.write(f"{status.session_id} {status.status} ({status.state})\n")
         if status.status == "running":
             error_line(f"session {status.session_id} did not stop within "
@@ -212,11 +210,8 @@ def status(session_id: OptionalSessionArg = None,
     """A session's state, tasks with markers and attempts, Q&A cycles, last role call and
     violations (default: the newest session)."""
     with _service(root) as service:
-        try:
+        with _errors():
             found = service.status(session_id)
-        except RalphError as exc:
-            error_line(str(exc))
-            raise typer.Exit(1) from None
         if json:
             write_json(found.to_json())
             return
@@ -244,8 +239,21 @@ def list_(json: Annotated[bool, typer.Option("--json", help="Print them as JSON.
 
 
 def _run(service: WorkflowService, work: Callable[[], Awaitable[WorkflowOutcome]]) -> None:
-    try:
+    with _errors():
         _drive(service, work)
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """One line and the exit code: 1 when no session answers (an unknown id, none running,
+    none to resume), 2 for any other bad input."""
+    from ralph.workflow.errors import NoSuchWorkflow
+
+    try:
+        yield
+    except NoSuchWorkflow as exc:
+        error_line(str(exc))
+        raise typer.Exit(EXIT_NO_SESSION) from None
     except RalphError as exc:
         error_line(str(exc))
         raise typer.Exit(EXIT_ERROR) from None

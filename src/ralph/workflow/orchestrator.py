@@ -21,8 +21,9 @@ from ralph.config import Config
 from ralph.git import Git
 from ralph.loop.events import EventSink
 from ralph.loop.gates import GateReceipt, run_gates
-from ralph.loop.paths import RUNTIME_PATHS
-from ralph.loop.worktree import attempt_message, covered, gate_changes
+from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
+from ralph.loop.state import load_state, save_state
+from ralph.loop.worktree import attempt_message, covered, gate_changes, remember_gate_outputs
 from ralph.store import Store
 from ralph.workflow.contracts import (
     ExecutorInput,
@@ -125,7 +126,17 @@ class Orchestrator:
             self.caller.sessions.get(again.agent_session)
         if again is not None:
             role_input = type(role_input).model_validate(again.input)
-        return await self.caller.call(record.step, role_input, context=context, again=again)
+        position = record.position
+        before = None
+        if again is None and position is not None and position.retry_of is not None:
+            # The step failed and is run again (resume): judged against the files as they
+            # were before its first run, not as the rejected run left them.
+            failed = next((call for call in record.calls
+                           if call.call_id == position.retry_of), None)
+            if failed is not None and failed.role == role and failed.mode == mode_text:
+                before = failed.snapshot_hash
+        return await self.caller.call(record.step, role_input, context=context, again=again,
+                                      before=before)
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -286,10 +297,12 @@ class Orchestrator:
         attempts = {**position.attempts, task_id: attempt}
         failures = {**position.failures, task_id: why}
         if attempt >= self.limits.max_task_attempts:
-            self._set(task_id, Marker.FAILED, attempt, f"{attempt} attempts, {why}")
-            await self._commit(task_id, attempt, failed=why)
+            self._set(task_id, Marker.FAILED, attempt,
+                      f"{attempt} attempt{'s' if attempt > 1 else ''}, {why}")
+            await self._commit(task_id, attempt, status="failed", why=why)
         else:
             self._set(task_id, Marker.NOT_STARTED, attempt, why)
+            await self._commit(task_id, attempt, status="not_done", why=why)
         self._after_task(position, attempts, failures, for_planner,
                          f"{task_id}, attempt {attempt} not done: {why}")
 
@@ -356,7 +369,14 @@ class Orchestrator:
                 emit=self.emit.tagged(task_id=task_id, attempt=attempt))
             if pre is not None:
                 post = await self.git.snapshot(exclude=RUNTIME_PATHS, untracked="normal")
-                made = gate_changes(pre, post)[0]
+                made, changed = gate_changes(pre, post)
+                # The loop's record of what gates make: a later start (of a workflow or a
+                # run) counts them as the gates' doing, not as the user's changes. The
+                # workflow holds the loop lock, so nothing else writes state.json now.
+                paths = ProjectPaths(self.root)
+                state = load_state(paths.state)
+                remember_gate_outputs(state, made, changed)
+                save_state(paths.state, state)
         gates = {"step": read_record(self.store, self.session.session_id).step,
                  "task_id": task_id, "attempt": attempt,
                  "passed": all(receipt.ok for receipt in receipts),
@@ -374,26 +394,43 @@ class Orchestrator:
         self.emit("workflow.task", {"task_id": task_id, "marker": marker.value,
                                     "from": was.value, "attempt": attempt, "reason": reason})
 
-    async def _commit(self, task_id: str, attempt: int, *, failed: str | None = None) -> None:
-        """Commit the task's work and the session's files, as the loop commits an
-        iteration (ralph.toml's [git]); nothing when auto_commit is off or not in git."""
+    async def _commit(self, task_id: str, attempt: int, *, status: str | None = None,
+                      why: str | None = None) -> None:
+        """Commit the attempt's work and the session's files, as the loop commits an
+        iteration (ralph.toml's [git]): `status` None for a task done, `not_done` for an
+        attempt to rework, `failed` for the last one (the message says why). Nothing when
+        auto_commit is off or the project is not in git."""
         if not self.config.git.auto_commit or not await self.git.is_repo():
             return
         files = validate_session(self.session)
         task = files.tasks.get(task_id) if files.tasks is not None else None
         title = task.description if task is not None else task_id
-        if failed is None:
-            message = self.config.git.format_commit_message(task_id=task_id, title=title,
-                                                            iteration=attempt)
-        else:
-            message = attempt_message(self.config, (task_id, title), attempt, attempt,
-                                      "failed", failed)
+        message = attempt_message(self.config, (task_id, title), attempt, attempt, status,
+                                  why)
         tree = await self.git.snapshot(exclude=RUNTIME_PATHS)
         outputs = read_record(self.store, self.session.session_id).gate_outputs
         paths = [path for _, path in tree.changes if not covered(path, outputs)]
         sha = await self.git.commit_paths(message, paths)
         if sha is not None:
             self.emit("workflow.commit", {"task_id": task_id, "sha": sha, "message": message})
+
+    async def commit_stopped(self, by: str) -> None:
+        """Commit what a stopped step left (the tree is clean for whatever comes next, as
+        after a stopped loop iteration); the step runs again on resume."""
+        if not self.config.git.auto_commit or not await self.git.is_repo():
+            return
+        position = read_record(self.store, self.session.session_id).position
+        where = position.state.value if position is not None else "?"
+        if position is not None and position.task_id is not None:
+            where += f", {position.task_id} attempt {position.attempt}"
+        tree = await self.git.snapshot(exclude=RUNTIME_PATHS)
+        outputs = read_record(self.store, self.session.session_id).gate_outputs
+        paths = [path for _, path in tree.changes if not covered(path, outputs)]
+        message = f"ralph: workflow {self.session.session_id} stopped by {by} ({where})"
+        sha = await self.git.commit_paths(message, paths)
+        if sha is not None:
+            self.emit("workflow.commit", {"task_id": position.task_id if position else None,
+                                          "sha": sha, "message": message})
 
     async def _commit_session(self, how: str) -> None:
         """Commit the session's own files (the planner's last updates) as the session ends."""

@@ -63,6 +63,8 @@ class Position:
     blockers: list[str] = field(default_factory=list)
     reason: str = ""
     resume_to: dict[str, Any] | None = None
+    # A failed step run again: the call that failed (its snapshot judges the new run).
+    retry_of: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -86,6 +88,6 @@ class Position:
         data = self.to_json()
         data.update(state=state, task_id=None, attempt=0, planner_context=None,
                     completion_check=False, qa_phase="BRAINSTORM", qa_brainstorm=None,
-                    blockers=[], reason="", resume_to=None)
+                    blockers=[], reason="", resume_to=None, retry_of=None)
         data.update(changes)
         return Position.from_json(data)

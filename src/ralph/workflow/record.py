@@ -2,17 +2,19 @@
 
 Topics (meta; every event also carries `session_id`):
 
-- `workflow.started` {request, agents, max_qa_cycles, max_task_attempts, owner_pid}, and
+- `workflow.started` {request, agents, max_qa_cycles, max_task_attempts, owner_pid,
+  session_path}, and
   `workflow.resumed` {owner_pid, state} each time a process takes the session up again;
 - `workflow.state` {state, from, reason, position}: a state change; `position` is all the
   orchestrator needs to go on (ralph.workflow.position), and the frame's seq names the step;
 - `workflow.role_call` {step, call_id, role, mode, agent, input, try, agent_session}, content:
   the session files' snapshot before the call's first try; `workflow.role_result` {step,
   call_id, role, outcome (ok | invalid | violation | agent_failed), output, problems,
-  violations, agent_session, message}; `workflow.role_stopped` {step, call_id, role}: a call
+  violations, message}; `workflow.role_stopped` {step, call_id, role}: a call
   a stop interrupted (it is run again on resume);
 - `workflow.violation` {call_id, role, claim, found}: one per contract violation;
-- `workflow.gates` {step, task_id, attempt, passed, gates}, with the loop's `gate.started`
+- `workflow.gates` {step, task_id, attempt, passed, gates, made (untracked paths the gates
+  made)}, with the loop's `gate.started`
   and `gate.finished` events before it; `workflow.task` {task_id, marker, from, attempt,
   reason}: a marker the orchestrator set; `workflow.commit` {task_id, sha, message};
 - `workflow.note` {message}: something worth knowing that changes nothing (a limit reached);
@@ -79,7 +81,6 @@ class WorkflowRecord:
     violations: list[dict[str, Any]] = field(default_factory=list)
     gates: dict[tuple[int, str, int], dict[str, Any]] = field(default_factory=dict)
     answers: list[tuple[int, str]] = field(default_factory=list)  # (seq, text)
-    stop_requested: int = 0  # seq of the last stop request (0: none)
     stopped: int = 0  # seq of the last `workflow.stopped`
     taken_up: int = 0  # seq of the last started/resumed
     last_seq: int = 0
@@ -116,10 +117,6 @@ class WorkflowRecord:
     def pending_answers(self) -> list[str]:
         """Answers given since the session was last blocked."""
         return [text for seq, text in self.answers if seq > self.step]
-
-    def stop_pending(self) -> bool:
-        """A stop asked for after the session was last taken up, not yet carried out."""
-        return self.stop_requested > max(self.taken_up, self.stopped)
 
 
 def read_record(store: Store, session_id: str) -> WorkflowRecord:
@@ -173,8 +170,6 @@ def project(session_id: str, frames: Iterable[Frame]) -> WorkflowRecord:
                 dict(meta)
         elif topic == "workflow.answered":
             record.answers.append((frame.seq, str(meta.get("text", ""))))
-        elif topic == "workflow.stop_requested":
-            record.stop_requested = frame.seq
         elif topic == "workflow.stopped":
             record.stopped = frame.seq
     return record

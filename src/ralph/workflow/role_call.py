@@ -87,21 +87,20 @@ class RoleCaller:
         self.agents = agents
 
     async def call(self, step: int, role_input: RoleInput, *, context: str | None = None,
-                   again: RoleCall | None = None) -> RoleResult:
+                   again: RoleCall | None = None, before: str | None = None) -> RoleResult:
         """Run the role whose input `role_input` is. `again`: the same call, recorded
         before and never finished (its process stopped or died): run again against the
-        snapshot taken before its first try."""
+        snapshot taken before its first try. `before`: the content hash of a recorded
+        snapshot to check a new call against (a failed step run again)."""
         role = role_of(role_input)
         mode = getattr(role_input, "mode", None)
         mode_text = str(mode) if mode else None
         agent = self.agents[role]
         instructions = load_instructions(self.root, role, self.config)
-        if again is not None:
-            call_id = again.call_id
-            before = self._recorded_snapshot(again)
-        else:
-            call_id = "call_" + _ids.next()[0]
-            before = snapshot(self.session)
+        call_id = again.call_id if again is not None else "call_" + _ids.next()[0]
+        recorded = again.snapshot_hash if again is not None else before
+        start = (self._recorded_snapshot(recorded) if recorded is not None
+                 else snapshot(self.session))
         given = role_input.model_dump(mode="json", by_alias=True, exclude_none=True)
         problems: InvalidOutput | None = None
         for attempt in (1, 2):
@@ -111,7 +110,7 @@ class RoleCaller:
                                    additional_context=context))
             meta = {"step": step, "call_id": call_id, "role": role, "mode": mode_text,
                     "agent": agent, "input": given, "try": attempt, "agent_session": None}
-            text, failure = await self._run_agent(prompt, role, mode_text, meta, before)
+            text, failure = await self._run_agent(prompt, role, mode_text, meta, start)
             if failure is not None:
                 return self._finish(step, call_id, role, RoleResult("agent_failed",
                                                                     message=failure))
@@ -125,7 +124,7 @@ class RoleCaller:
                                     RoleResult("invalid", problems=exc.lines(),
                                                message="the output is invalid after a retry"))
             after = snapshot(self.session)
-            violations = check_side_effects(before, after, role, role_input, output)
+            violations = check_side_effects(start, after, role, role_input, output)
             return self._finish(step, call_id, role, RoleResult(
                 "violation" if violations else "ok", output, violations=violations))
         raise AssertionError("unreachable")  # pragma: no cover
@@ -154,18 +153,17 @@ class RoleCaller:
                                                 "call_id": meta["call_id"], "role": role})
             raise
         if info.status != "completed":
-            return "", (f"the {role}'s agent session {agent_session} ended {info.status}: "
-                        f"{info.message or 'no message'}")
+            code = f", exit {info.exit_code}" if info.exit_code is not None else ""
+            return "", (f"the {role}'s agent session {agent_session} ended {info.status}"
+                        f"{code}: {info.message or 'no message'}")
         return self.sessions.text(info.final_text_hash), None
 
     def _record_call(self, meta: dict[str, Any], before: Snapshot) -> None:
         content = json.dumps(before.to_json()) if meta["try"] == 1 else None
         self.emit("workflow.role_call", meta, content=content)
 
-    def _recorded_snapshot(self, call: RoleCall) -> Snapshot:
-        if call.snapshot_hash is None:
-            return snapshot(self.session)
-        data = json.loads(self.sessions.store.cas_get(call.snapshot_hash))
+    def _recorded_snapshot(self, content_hash: str) -> Snapshot:
+        data = json.loads(self.sessions.store.cas_get(content_hash))
         return Snapshot.from_json(self.session, data)
 
     def _finish(self, step: int, call_id: str, role: str, result: RoleResult) -> RoleResult:

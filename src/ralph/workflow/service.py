@@ -33,7 +33,7 @@ from ralph.loop.worktree import prepare_tree
 from ralph.sessions import SessionService
 from ralph.store import Store
 from ralph.workflow.contracts import ROLES
-from ralph.workflow.errors import WorkflowError
+from ralph.workflow.errors import NoSuchWorkflow, WorkflowError
 from ralph.workflow.integrity import SessionFiles, validate_session
 from ralph.workflow.orchestrator import Limits, Orchestrator
 from ralph.workflow.position import Position, State
@@ -132,6 +132,7 @@ class WorkflowService:
                          or config.loop.default_agent) for role in ROLES}
         for name in dict.fromkeys(agents.values()):
             check_program(config.agent(name))  # ConfigError or AgentError, nothing written
+        since = self.store.last_seq  # stop requests after this one are for this run
         with self._locks(None) as held:
             git = Git(self.root)
             if await git.is_repo():
@@ -149,13 +150,14 @@ class WorkflowService:
             position = Position(State.INITIALIZING, request)
             emit("workflow.state", {"state": position.state.value, "from": None,
                                     "reason": "a new session", "position": position.to_json()})
-            return await self._drive(session, emit)
+            return await self._drive(session, emit, since)
 
     async def resume(self, session_id: str | None = None) -> WorkflowOutcome:
         """Go on with a stopped or interrupted session (the newest one that is neither
         complete nor blocked if `session_id` is None); a FAILED one runs its failed step
         again. WorkflowError when there is nothing to resume."""
         session = self._resumable() if session_id is None else self._open(session_id)
+        since = self.store.last_seq  # stop requests after this one are for this run
         with self._locks(session.session_id):
             record = self._checked(session)
             position = record.position
@@ -174,10 +176,14 @@ class WorkflowService:
             emit("workflow.resumed", {"owner_pid": os.getpid(), "state": position.state.value})
             if position.state is State.FAILED and position.resume_to is not None:
                 again = Position.from_json(position.resume_to)
+                failed = record.last_call
+                if failed is not None and failed.result is not None and \
+                        failed.result.get("outcome") != "ok":
+                    again.retry_of = failed.call_id
                 emit("workflow.state", {"state": again.state.value, "from": "FAILED",
                                         "reason": "resumed: the failed step runs again",
                                         "position": again.to_json()})
-            return await self._drive(session, emit)
+            return await self._drive(session, emit, since)
 
     async def answer(self, session_id: str, text: str) -> WorkflowOutcome:
         """Answer a BLOCKED session's blockers and go on: the planner gets the answer as
@@ -185,6 +191,7 @@ class WorkflowService:
         if not text.strip():
             raise WorkflowError("the answer is empty: say what the planner asked for")
         session = self._open(session_id)
+        since = self.store.last_seq  # stop requests after this one are for this run
         with self._locks(session.session_id):
             record = self._checked(session)
             position = record.position
@@ -203,7 +210,7 @@ class WorkflowService:
                                  planner_context=context)
             emit("workflow.state", {"state": state.value, "from": position.state.value,
                                     "reason": "the user answered", "position": new.to_json()})
-            return await self._drive(session, emit)
+            return await self._drive(session, emit, since)
 
     def request_stop(self, by: str = "ctrl-c") -> bool:
         """Stop the session this process runs (a signal handler's call); False if none."""
@@ -219,12 +226,12 @@ class WorkflowService:
         if session_id is None:
             running = [s for s in self.list() if s.status == "running"]
             if not running:
-                raise WorkflowError("no workflow session is running")
+                raise NoSuchWorkflow("no workflow session is running")
             session_id = running[-1].session_id
         session = self._open(session_id)
         if not self._owner_lock_path(session.session_id).exists() or \
                 FileLock(self._owner_lock_path(session.session_id)).held_elsewhere() is not True:
-            raise WorkflowError(f"workflow session {session_id} is not running")
+            raise NoSuchWorkflow(f"workflow session {session_id} is not running")
         asked = self.store.append("workflow.stop_requested", {"session_id": session_id,
                                                               "by": by},
                                   stream=workflow_stream(session_id))
@@ -236,8 +243,11 @@ class WorkflowService:
             await asyncio.sleep(STOP_POLL_S)
         return self.status(session_id)
 
-    async def _drive(self, session: SessionDir, emit: EventSink) -> WorkflowOutcome:
-        """Run the orchestrator until a final state or a stop."""
+    async def _drive(self, session: SessionDir, emit: EventSink,
+                     since: int) -> WorkflowOutcome:
+        """Run the orchestrator until a final state or a stop (asked for after `since`,
+        the store's last seq before this process took the session: a stop asked for as it
+        starts is not lost)."""
         config = self._config()
         record = read_record(self.store, session.session_id)
         sessions = SessionService(self.root, config, self.store)
@@ -248,7 +258,7 @@ class WorkflowService:
         run = asyncio.get_running_loop().create_task(orchestrator.run())
         self._running = run
         follower = asyncio.get_running_loop().create_task(
-            self._follow_stop(session.session_id, record.last_seq, run))
+            self._follow_stop(session.session_id, since, run))
         try:
             try:
                 position = await run
@@ -259,6 +269,7 @@ class WorkflowService:
                 state = read_record(self.store, session.session_id).position
                 emit("workflow.stopped", {"by": by,
                                           "state": state.state.value if state else None})
+                await orchestrator.commit_stopped(by)
                 return WorkflowOutcome(session.session_id,
                                        state.state if state else State.INITIALIZING,
                                        f"stopped by {by}", stopped_by=by)
@@ -288,7 +299,7 @@ class WorkflowService:
         if session_id is None:
             sessions = list_sessions(self.root)
             if not sessions:
-                raise WorkflowError("no workflow session yet: start one with "
+                raise NoSuchWorkflow("no workflow session yet: start one with "
                                     "`ralph workflow start \"...\"`")
             return self._status(sessions[-1])
         return self._status(self._open(session_id))
@@ -352,7 +363,7 @@ class WorkflowService:
         validate_session_id(session_id)
         session = SessionDir(self.root.resolve(), session_id)
         if not session.path.is_dir() or read_record(self.store, session_id).position is None:
-            raise WorkflowError(f"no workflow session '{session_id}': `ralph workflow list` "
+            raise NoSuchWorkflow(f"no workflow session '{session_id}': `ralph workflow list` "
                                 "shows them")
         return session
 
@@ -363,7 +374,7 @@ class WorkflowService:
                     status == "failed" and (read_record(self.store, session.session_id)
                                             .position or Position(State.FAILED, "")).resume_to):
                 return session
-        raise WorkflowError("no workflow session to resume (`ralph workflow list` shows "
+        raise NoSuchWorkflow("no workflow session to resume (`ralph workflow list` shows "
                             "them)")
 
     def _checked(self, session: SessionDir) -> WorkflowRecord:
