@@ -232,14 +232,12 @@ class WorkflowService:
         if not self._owner_lock_path(session.session_id).exists() or \
                 FileLock(self._owner_lock_path(session.session_id)).held_elsewhere() is not True:
             raise NoSuchWorkflow(f"workflow session {session_id} is not running")
-        asked = self.store.append("workflow.stop_requested", {"session_id": session_id,
-                                                              "by": by},
-                                  stream=workflow_stream(session_id))
+        self.store.append("workflow.stop_requested", {"session_id": session_id, "by": by},
+                          stream=workflow_stream(session_id))
         deadline = time.monotonic() + STOP_WAIT_S
-        while time.monotonic() < deadline:
-            record = read_record(self.store, session_id)
-            if record.stopped > asked.seq or not self._runs(session_id):
-                break
+        # Until the running process lets the session go: it records the stop, commits what
+        # the step left, and only then releases the session's lock.
+        while time.monotonic() < deadline and self._runs(session_id):
             await asyncio.sleep(STOP_POLL_S)
         return self.status(session_id)
 
