@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ralph.cli.helpfmt import HelpCommand, at_least
-from ralph.cli.output import error_line, terminal_safe, write_json
+from ralph.cli.output import argument_or_stdin, error_line, terminal_safe, write_json
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
@@ -128,7 +128,7 @@ def run(
 
     from ralph.config import load_config
 
-    text = _prompt_text(prompt)
+    text = argument_or_stdin(prompt, "the prompt")
     project = root or find_project_root()
     try:
         load_config(project)  # nothing is made in a folder without a valid ralph.toml
@@ -181,17 +181,6 @@ def run(
         error_line(str(exc))
         raise typer.Exit(2) from None
     raise typer.Exit(EXIT_CODES.get(ended[0].status, 1))
-
-
-def _prompt_text(prompt: str) -> str:
-    """PROMPT, or stdin's text for `-` (exit 2 if it is not UTF-8)."""
-    if prompt != "-":
-        return prompt
-    try:
-        return sys.stdin.buffer.read().decode("utf-8")
-    except UnicodeDecodeError:
-        error_line("the prompt on stdin is not valid UTF-8")
-        raise typer.Exit(2) from None
 
 
 def _print_ended(sessions: SessionService, info: SessionInfo, *, json: bool) -> None:

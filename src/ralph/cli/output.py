@@ -81,3 +81,15 @@ def setup_logging(level: int = logging.WARNING) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     root.propagate = False
+
+
+def argument_or_stdin(value: str, what: str) -> str:
+    """A command's text argument, or stdin's text for `-`; one line and exit 2 if stdin is
+    not UTF-8 (`what` names the argument: "the prompt")."""
+    if value != "-":
+        return value
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        error_line(f"{what} on stdin is not valid UTF-8")
+        raise SystemExit(2) from None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ralph.cli.helpfmt import HelpCommand
-from ralph.cli.output import error_line, terminal_safe, write_json
+from ralph.cli.output import argument_or_stdin, error_line, terminal_safe, write_json
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
@@ -160,7 +160,7 @@ def start(
 
     Exit code: 0 complete, 1 failed (or no such session), 2 bad input, 3 blocked (answer it
     with `ralph workflow answer`), 130 stopped (Ctrl-C, SIGTERM, `ralph workflow stop`)."""
-    text = _request_text(request)
+    text = argument_or_stdin(request, "the request")
     with _service(root, running=True, quiet=quiet) as service:
         _run(service, lambda: service.start(text, agent, allow_dirty=allow_dirty))
 
@@ -182,7 +182,7 @@ def answer(session_id: SessionArg,
            quiet: QuietOption = False, root: RootOption = None) -> None:
     """Answer a BLOCKED session's questions and go on: the planner gets the answer as
     CONTEXT. Exit codes as `ralph workflow start`."""
-    reply = _request_text(text)
+    reply = argument_or_stdin(text, "the answer")
     with _service(root, running=True, quiet=quiet) as service:
         _run(service, lambda: service.answer(session_id, reply))
 
@@ -256,15 +256,4 @@ def _errors() -> Iterator[None]:
         raise typer.Exit(EXIT_NO_SESSION) from None
     except RalphError as exc:
         error_line(str(exc))
-        raise typer.Exit(EXIT_ERROR) from None
-
-
-def _request_text(value: str) -> str:
-    """The argument, or stdin's text for `-` (exit 2 if it is not UTF-8)."""
-    if value != "-":
-        return value
-    try:
-        return sys.stdin.buffer.read().decode("utf-8")
-    except UnicodeDecodeError:
-        error_line("the text on stdin is not valid UTF-8")
         raise typer.Exit(EXIT_ERROR) from None

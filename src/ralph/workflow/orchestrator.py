@@ -397,54 +397,49 @@ class Orchestrator:
     async def _commit(self, task_id: str, attempt: int, *, status: str | None = None,
                       why: str | None = None) -> None:
         """Commit the attempt's work and the session's files, as the loop commits an
-        iteration (ralph.toml's [git]): `status` None for a task done, `not_done` for an
-        attempt to rework, `failed` for the last one (the message says why). Nothing when
-        auto_commit is off or the project is not in git."""
-        if not self.config.git.auto_commit or not await self.git.is_repo():
-            return
+        iteration: `status` None for a task done, `not_done` for an attempt to rework,
+        `failed` for the last one (the message says why)."""
         files = validate_session(self.session)
         task = files.tasks.get(task_id) if files.tasks is not None else None
         title = task.description if task is not None else task_id
-        message = attempt_message(self.config, (task_id, title), attempt, attempt, status,
-                                  why)
-        tree = await self.git.snapshot(exclude=RUNTIME_PATHS)
-        outputs = read_record(self.store, self.session.session_id).gate_outputs
-        paths = [path for _, path in tree.changes if not covered(path, outputs)]
-        sha = await self.git.commit_paths(message, paths)
-        if sha is not None:
-            self.emit("workflow.commit", {"task_id": task_id, "sha": sha, "message": message})
+        await self._commit_tree(attempt_message(self.config, (task_id, title), attempt,
+                                                attempt, status, why), task_id)
 
     async def commit_stopped(self, by: str) -> None:
         """Commit what a stopped step left (the tree is clean for whatever comes next, as
         after a stopped loop iteration); the step runs again on resume."""
-        if not self.config.git.auto_commit or not await self.git.is_repo():
-            return
         position = read_record(self.store, self.session.session_id).position
         where = position.state.value if position is not None else "?"
-        if position is not None and position.task_id is not None:
-            where += f", {position.task_id} attempt {position.attempt}"
-        tree = await self.git.snapshot(exclude=RUNTIME_PATHS)
-        outputs = read_record(self.store, self.session.session_id).gate_outputs
-        paths = [path for _, path in tree.changes if not covered(path, outputs)]
-        message = f"ralph: workflow {self.session.session_id} stopped by {by} ({where})"
-        sha = await self.git.commit_paths(message, paths)
-        if sha is not None:
-            self.emit("workflow.commit", {"task_id": position.task_id if position else None,
-                                          "sha": sha, "message": message})
+        task_id = position.task_id if position is not None else None
+        if position is not None and task_id is not None:
+            where += f", {task_id} attempt {position.attempt}"
+        await self._commit_tree(f"ralph: workflow {self.session.session_id} stopped by {by} "
+                                f"({where})", task_id)
 
     async def _commit_session(self, how: str) -> None:
         """Commit the session's own files (the planner's last updates) as the session ends."""
+        await self._commit_tree(f"ralph: workflow {self.session.session_id} {how}", None,
+                                session_only=True)
+
+    async def _commit_tree(self, message: str, task_id: str | None, *,
+                           session_only: bool = False) -> None:
+        """The workflow's one way to commit, following ralph.toml's [git] as the loop does
+        (nothing when auto_commit is off or the project is not in git): every change but
+        Ralph's runtime files and what the gates made, or only the session's own files."""
         if not self.config.git.auto_commit or not await self.git.is_repo():
             return
         tree = await self.git.snapshot(exclude=RUNTIME_PATHS)
-        mine = (self.session.relative(self.session.path) + "/",
-                self.session.relative(self.session.instructions))
-        paths = [path for _, path in tree.changes
-                 if path.startswith(mine[0]) or path == mine[1]]
-        message = f"ralph: workflow {self.session.session_id} {how}"
+        if session_only:
+            folder = self.session.relative(self.session.path) + "/"
+            instructions = self.session.relative(self.session.instructions)
+            paths = [path for _, path in tree.changes
+                     if path.startswith(folder) or path == instructions]
+        else:
+            outputs = read_record(self.store, self.session.session_id).gate_outputs
+            paths = [path for _, path in tree.changes if not covered(path, outputs)]
         sha = await self.git.commit_paths(message, paths)
         if sha is not None:
-            self.emit("workflow.commit", {"task_id": None, "sha": sha, "message": message})
+            self.emit("workflow.commit", {"task_id": task_id, "sha": sha, "message": message})
 
     def _fail(self, position: Position, reason: str, *, resumable: bool = True) -> None:
         """FAILED; a resumable failure keeps the step to run again (`resume_to`)."""
