@@ -640,7 +640,7 @@ def test_resume_after_the_process_was_killed(project: Project, role: str, guard:
     interrupted = project.status(sid)
     assert (interrupted["status"], interrupted["state"]) == ("interrupted", state)
     assert (interrupted["last_call"]["call_id"], interrupted["last_call"]["outcome"]) == (
-        call_id, "running")
+        call_id, "interrupted")
 
     resumed = project.workflow("resume", "-q")
     assert resumed.code == 0, resumed

@@ -190,16 +190,17 @@ def _workflow_log(store_dir: Path, session_id: str, *, follow: bool, json: bool)
         with Store(store_dir) as store:
             cursor = store.last_seq
             shown = 0
+            ended = False  # where the history stops: stopped, or in a final state
             for frame in store.read(stream=workflow_stream(session_id)):
                 if frame.seq > cursor:
                     break
                 shown += 1
-                show(frame)
+                ended = show(frame) or (ended and frame.topic == "workflow.commit")
             if not shown:
                 error_line(f"no workflow session {session_id!r} recorded (`ralph workflow "
                            "list` shows them)")
                 raise typer.Exit(1)
-            if follow:
+            if follow and not ended:
                 with contextlib.suppress(KeyboardInterrupt):
                     asyncio.run(follow_live(store, cursor))
     except RalphError as exc:

@@ -18,12 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from ralph.config import Config
+from ralph.errors import RalphError
 from ralph.git import Git
 from ralph.loop.events import EventSink
 from ralph.loop.gates import GateReceipt, run_gates
 from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
 from ralph.loop.state import load_state, save_state
-from ralph.loop.worktree import attempt_message, covered, gate_changes, remember_gate_outputs
+from ralph.loop.worktree import (
+    attempt_message,
+    by_gates,
+    gate_changes,
+    remember_gate_outputs,
+)
 from ralph.store import Store
 from ralph.workflow.contracts import (
     ExecutorInput,
@@ -90,16 +96,18 @@ class Orchestrator:
                 return position
             try:
                 await self._step(record, position)
-            except WorkflowError as exc:  # the session's files, unreadable mid-step
+            except (RalphError, OSError) as exc:
+                # The session's files unreadable mid-step, an agent that cannot start, a
+                # commit refused by a hook: recorded, and `resume` runs the step again.
+                why = str(exc) if isinstance(exc, RalphError) else f"{exc.strerror or exc}"
                 self._fail(read_record(self.store, self.session.session_id).position
-                           or position, str(exc))
+                           or position, " ".join(why.split()))
 
     def move(self, position: Position, state: State, reason: str = "",
              **changes: Any) -> Position:
         """Record the move to `state` (a new step); the new position."""
         new = position.moved(state, reason=reason, **changes)
-        self.emit("workflow.state", {"state": state.value, "from": position.state.value,
-                                     "reason": reason, "position": new.to_json()})
+        record_state(self.emit, new, position.state.value, reason)
         return new
 
     async def _step(self, record: WorkflowRecord, position: Position) -> None:
@@ -135,8 +143,11 @@ class Orchestrator:
                            if call.call_id == position.retry_of), None)
             if failed is not None and failed.role == role and failed.mode == mode_text:
                 before = failed.snapshot_hash
-        return await self.caller.call(record.step, role_input, context=context, again=again,
-                                      before=before)
+        result = await self.caller.call(record.step, role_input, context=context, again=again,
+                                        before=before)
+        if result.not_started:  # no attempt was made: nothing to count, resume retries
+            raise WorkflowError(result.message)
+        return result
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -152,7 +163,9 @@ class Orchestrator:
         output = result.output
         if output.status in ("blocked", "needs_clarification"):
             self.move(position, State.BLOCKED, f"the planner is {output.status}",
-                      blockers=list(output.blockers))
+                      blockers=list(output.blockers), planner_mode=mode,
+                      planner_context=position.planner_context,
+                      completion_check=position.completion_check)
             return
         try:
             files = validate_session(self.session)
@@ -252,7 +265,8 @@ class Orchestrator:
                 self.move(position, State.PLANNING, "no implementation task yet",
                           planner_mode="TASK_BREAKDOWN", broke_down=True)
             else:
-                self._fail(position, "the planner made no implementation task")
+                self._fail(position, "the planner made no implementation task",
+                           resumable=False)
             return None
         for task in implementation:
             if markers.get(task.task_id) is not Marker.NOT_STARTED:
@@ -391,6 +405,8 @@ class Orchestrator:
 
     def _set(self, task_id: str, marker: Marker, attempt: int, reason: str | None) -> None:
         was = set_marker(self.session.progress, task_id, marker, reason=reason)
+        if was is marker is Marker.COMPLETED:
+            return  # set before a stop that came before the step's end: done once
         self.emit("workflow.task", {"task_id": task_id, "marker": marker.value,
                                     "from": was.value, "attempt": attempt, "reason": reason})
 
@@ -435,8 +451,9 @@ class Orchestrator:
             paths = [path for _, path in tree.changes
                      if path.startswith(folder) or path == instructions]
         else:
-            outputs = read_record(self.store, self.session.session_id).gate_outputs
-            paths = [path for _, path in tree.changes if not covered(path, outputs)]
+            state = load_state(ProjectPaths(self.root).state, repair=False)
+            paths = [path for code, path in tree.changes
+                     if not by_gates(code, path, tree.stamps.get(path, ""), state)]
         sha = await self.git.commit_paths(message, paths)
         if sha is not None:
             self.emit("workflow.commit", {"task_id": task_id, "sha": sha, "message": message})
@@ -445,6 +462,13 @@ class Orchestrator:
         """FAILED; a resumable failure keeps the step to run again (`resume_to`)."""
         self.move(position, State.FAILED, reason,
                   resume_to=position.to_json() if resumable else None)
+
+
+def record_state(emit: EventSink, position: Position, came_from: str | None,
+                 reason: str) -> None:
+    """The `workflow.state` event: the state, where it came from, why, and the position."""
+    emit("workflow.state", {"state": position.state.value, "from": came_from,
+                            "reason": reason, "position": position.to_json()})
 
 
 def _open_tasks(files: SessionFiles) -> list[str]:

@@ -80,7 +80,6 @@ class WorkflowRecord:
     calls: list[RoleCall] = field(default_factory=list)
     violations: list[dict[str, Any]] = field(default_factory=list)
     gates: dict[tuple[int, str, int], dict[str, Any]] = field(default_factory=dict)
-    answers: list[tuple[int, str]] = field(default_factory=list)  # (seq, text)
     stopped: int = 0  # seq of the last `workflow.stopped`
     taken_up: int = 0  # seq of the last started/resumed
     last_seq: int = 0
@@ -107,16 +106,6 @@ class WorkflowRecord:
                     call.result is not None:
                 return call
         return None
-
-    @property
-    def gate_outputs(self) -> list[str]:
-        """Untracked paths the gates made (never committed as a task's work)."""
-        return list(dict.fromkeys(path for gates in self.gates.values()
-                                  for path in gates.get("made") or ()))
-
-    def pending_answers(self) -> list[str]:
-        """Answers given since the session was last blocked."""
-        return [text for seq, text in self.answers if seq > self.step]
 
 
 def read_record(store: Store, session_id: str) -> WorkflowRecord:
@@ -168,8 +157,6 @@ def project(session_id: str, frames: Iterable[Frame]) -> WorkflowRecord:
         elif topic == "workflow.gates":
             record.gates[(int(meta["step"]), str(meta["task_id"]), int(meta["attempt"]))] = \
                 dict(meta)
-        elif topic == "workflow.answered":
-            record.answers.append((frame.seq, str(meta.get("text", ""))))
         elif topic == "workflow.stopped":
             record.stopped = frame.seq
     return record

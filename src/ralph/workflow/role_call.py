@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ralph.config import Config
 from ralph.errors import RalphError
+from ralph.fsutil import atomic_write_bytes
 from ralph.loop.events import EventSink
 from ralph.sessions import SessionService
 from ralph.store.ids import IdGenerator
@@ -28,8 +29,9 @@ from ralph.workflow.checks import Violation, check_side_effects
 from ralph.workflow.contracts import AnyOutput, RoleInput, role_of
 from ralph.workflow.prompts import build_prompt, load_instructions, retry_prompt
 from ralph.workflow.record import RoleCall
-from ralph.workflow.session_dir import SessionDir
+from ralph.workflow.session_dir import PLAN, PROGRESS, QUESTIONS, TASKS, SessionDir
 from ralph.workflow.snapshot import Snapshot, snapshot
+from ralph.workflow.tree_guard import TreeGuard
 
 Outcome = Literal["ok", "invalid", "violation", "agent_failed"]
 _ids = IdGenerator()
@@ -45,6 +47,7 @@ class RoleResult:
     problems: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     message: str = ""
+    not_started: bool = False  # the agent could not be launched: no attempt was made
 
     @property
     def ok(self) -> bool:
@@ -95,13 +98,30 @@ class RoleCaller:
         role = role_of(role_input)
         mode = getattr(role_input, "mode", None)
         mode_text = str(mode) if mode else None
-        agent = self.agents[role]
         instructions = load_instructions(self.root, role, self.config)
         call_id = again.call_id if again is not None else "call_" + _ids.next()[0]
         recorded = again.snapshot_hash if again is not None else before
         start = (self._recorded_snapshot(recorded) if recorded is not None
                  else snapshot(self.session))
         given = role_input.model_dump(mode="json", by_alias=True, exclude_none=True)
+        tree = await TreeGuard.begin(self.config, self.root, self.session,
+                                     self.root / ".ralph" / "workflows"
+                                     / self.session.session_id / "guard" / call_id)
+        result = await self._tries(step, call_id, role, mode_text, role_input, given,
+                                   instructions, context, start)
+        found = await tree.check(role) if tree is not None else []
+        result.violations = [*result.violations, *found]
+        if result.outcome == "ok" and found:
+            result.outcome = "violation"
+        if not result.ok and role != "planner":
+            self._put_back(start, role, role_input)
+        return self._finish(step, call_id, role, result)
+
+    async def _tries(self, step: int, call_id: str, role: str, mode_text: str | None,
+                     role_input: RoleInput, given: dict[str, Any], instructions: str,
+                     context: str | None, start: Snapshot) -> RoleResult:
+        """The agent run (and its one retry): the result before the tree is looked at."""
+        agent = self.agents[role]
         problems: InvalidOutput | None = None
         for attempt in (1, 2):
             prompt = (build_prompt(role, role_input, instructions, additional_context=context)
@@ -112,22 +132,49 @@ class RoleCaller:
                     "agent": agent, "input": given, "try": attempt, "agent_session": None}
             text, failure = await self._run_agent(prompt, role, mode_text, meta, start)
             if failure is not None:
-                return self._finish(step, call_id, role, RoleResult("agent_failed",
-                                                                    message=failure))
+                return RoleResult("agent_failed", message=failure,
+                                  not_started=meta["agent_session"] is None)
             try:
                 output = parse_output(role, text)
             except InvalidOutput as exc:
                 if problems is None:
                     problems = exc
                     continue
-                return self._finish(step, call_id, role,
-                                    RoleResult("invalid", problems=exc.lines(),
-                                               message="the output is invalid after a retry"))
+                return RoleResult("invalid", problems=exc.lines(),
+                                  message="the output is invalid after a retry")
             after = snapshot(self.session)
             violations = check_side_effects(start, after, role, role_input, output)
-            return self._finish(step, call_id, role, RoleResult(
-                "violation" if violations else "ok", output, violations=violations))
+            return RoleResult("violation" if violations else "ok", output,
+                              violations=violations)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _put_back(self, start: Snapshot, role: str, role_input: RoleInput) -> None:
+        """A result not used leaves no trace in the files the orchestrator decides from:
+        plan.md, tasks.md, progress.md, plan.questions.md and the instructions file are put
+        back as they were before the call (the executor's report, the reviewer's review
+        stay, as the record of the attempt)."""
+        now = snapshot(self.session)
+        keys = [PLAN, TASKS, PROGRESS, now.instructions_key]
+        if role != "questioner":
+            keys.append(QUESTIONS)
+        restored = []
+        for key in keys:
+            if now.files.get(key) == start.files.get(key):
+                continue
+            path = (self.session.path / key).resolve() if not key.startswith("../") \
+                else self.session.instructions
+            text = start.text(key)
+            if key in start.files and text is not None:
+                atomic_write_bytes(path, text.encode("utf-8"))
+            elif key not in start.files:
+                path.unlink(missing_ok=True)
+            else:
+                continue  # not text before: left as it is
+            restored.append(key)
+        if restored:
+            self.emit("workflow.note", {"message": f"the {role}'s result is not used: "
+                                                   f"{', '.join(restored)} put back as "
+                                                   "they were before it"})
 
     async def _run_agent(self, prompt: str, role: str, mode: str | None,
                          meta: dict[str, Any], before: Snapshot) -> tuple[str, str | None]:

@@ -16,7 +16,7 @@ import builtins
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,7 +35,7 @@ from ralph.store import Store
 from ralph.workflow.contracts import ROLES
 from ralph.workflow.errors import NoSuchWorkflow, WorkflowError
 from ralph.workflow.integrity import SessionFiles, validate_session
-from ralph.workflow.orchestrator import Limits, Orchestrator
+from ralph.workflow.orchestrator import Limits, Orchestrator, record_state
 from ralph.workflow.position import Position, State
 from ralph.workflow.progress import Marker
 from ralph.workflow.record import WorkflowRecord, read_record, workflow_stream
@@ -128,10 +128,11 @@ class WorkflowService:
         config = self._config()
         if not request.strip():
             raise WorkflowError("the request is empty: say what the workflow should do")
+        if agent is not None:
+            config.agent(agent)  # an unknown --agent is an error even if no role takes it
         agents = {role: (getattr(config.workflow.roles, role).agent or agent
                          or config.loop.default_agent) for role in ROLES}
-        for name in dict.fromkeys(agents.values()):
-            check_program(config.agent(name))  # ConfigError or AgentError, nothing written
+        _check_agents(config, agents.values())
         since = self.store.last_seq  # stop requests after this one are for this run
         with self._locks(None) as held:
             git = Git(self.root)
@@ -147,9 +148,7 @@ class WorkflowService:
                 "max_qa_cycles": config.workflow.max_qa_cycles,
                 "max_task_attempts": config.workflow.max_task_attempts,
                 "owner_pid": os.getpid(), "session_path": session.session_path})
-            position = Position(State.INITIALIZING, request)
-            emit("workflow.state", {"state": position.state.value, "from": None,
-                                    "reason": "a new session", "position": position.to_json()})
+            record_state(emit, Position(State.INITIALIZING, request), None, "a new session")
             return await self._drive(session, emit, since)
 
     async def resume(self, session_id: str | None = None) -> WorkflowOutcome:
@@ -173,6 +172,7 @@ class WorkflowService:
             if position.state is State.FAILED and position.resume_to is None:
                 raise WorkflowError(f"workflow session {session.session_id} failed: "
                                     f"{position.reason}")
+            _check_agents(self._config(), record.agents.values())
             emit("workflow.resumed", {"owner_pid": os.getpid(), "state": position.state.value})
             if position.state is State.FAILED and position.resume_to is not None:
                 again = Position.from_json(position.resume_to)
@@ -180,9 +180,7 @@ class WorkflowService:
                 if failed is not None and failed.result is not None and \
                         failed.result.get("outcome") != "ok":
                     again.retry_of = failed.call_id
-                emit("workflow.state", {"state": again.state.value, "from": "FAILED",
-                                        "reason": "resumed: the failed step runs again",
-                                        "position": again.to_json()})
+                record_state(emit, again, "FAILED", "resumed: the failed step runs again")
             return await self._drive(session, emit, since)
 
     async def answer(self, session_id: str, text: str) -> WorkflowOutcome:
@@ -199,17 +197,23 @@ class WorkflowService:
             if position.state is not State.BLOCKED:
                 raise WorkflowError(f"workflow session {session_id} is not blocked (it is "
                                     f"{position.state.value}): it waits for no answer")
+            _check_agents(self._config(), record.agents.values())
             emit = self._sink(session.session_id)
             emit("workflow.answered", {"text": text, "by": "user"})
             emit("workflow.resumed", {"owner_pid": os.getpid(), "state": position.state.value})
-            context = {"user_answer": text, "blockers": position.blockers}
-            planned = session.plan.exists() and session.tasks.exists()
+            # The blocked call's own context (discovered tasks, a completion check's reports)
+            # goes on, with the answer.
+            context = {**(position.planner_context or {}), "user_answer": text,
+                       "blockers": position.blockers}
+            planned = all(path.exists() for path in (session.plan, session.tasks,
+                                                     session.progress, session.instructions))
+            mode = position.planner_mode if position.planner_mode != "INITIALIZE" else "UPDATE"
             state = State.PLANNING if planned else State.INITIALIZING
             new = position.moved(state, reason="the user answered",
-                                 planner_mode="UPDATE" if planned else "INITIALIZE",
-                                 planner_context=context)
-            emit("workflow.state", {"state": state.value, "from": position.state.value,
-                                    "reason": "the user answered", "position": new.to_json()})
+                                 planner_mode=mode if planned else "INITIALIZE",
+                                 planner_context=context,
+                                 completion_check=position.completion_check and planned)
+            record_state(emit, new, position.state.value, "the user answered")
             return await self._drive(session, emit, since)
 
     def request_stop(self, by: str = "ctrl-c") -> bool:
@@ -265,6 +269,9 @@ class WorkflowService:
                     raise
                 by = self._stop_by
                 state = read_record(self.store, session.session_id).position
+                if state is not None and state.state.final:  # it ended first
+                    return WorkflowOutcome(session.session_id, state.state, state.reason,
+                                           tuple(state.blockers))
                 emit("workflow.stopped", {"by": by,
                                           "state": state.state.value if state else None})
                 await orchestrator.commit_stopped(by)
@@ -324,13 +331,17 @@ class WorkflowService:
                  if t.kind is TaskKind.IMPLEMENTATION or markers.get(t.task_id)
                  is not Marker.COMPLETED]
         last = record.last_call
+        word = self._status_word(record)
+        shown = last.summary() if last is not None else None
+        if shown is not None and shown["outcome"] == "running" and word != "running":
+            shown["outcome"] = "interrupted"
         return WorkflowStatus(
-            session.session_id, session.session_path, self._status_word(record),
+            session.session_id, session.session_path, word,
             position.state.value if position else None, position.reason if position else "",
             record.request, record.agents, record.started_at,
             position.qa_cycle if position else 0, record.max_qa_cycles,
             record.max_task_attempts, tasks, list(position.blockers) if position else [],
-            last.summary() if last is not None else None, record.violations, problem)
+            shown, record.violations, problem)
 
     def _status_word(self, record: WorkflowRecord) -> Status:
         position = record.position
@@ -377,9 +388,21 @@ class WorkflowService:
 
     def _checked(self, session: SessionDir) -> WorkflowRecord:
         """The session's record, its files checked first (a session edited by hand into an
-        invalid state is refused, and nothing is written)."""
+        invalid state is refused, and nothing is written): readable and consistent, and
+        there if the recorded state needs them (every state after planning)."""
         validate_session(session)
-        return read_record(self.store, session.session_id)
+        record = read_record(self.store, session.session_id)
+        position = record.position
+        if position is not None and position.state is State.FAILED and position.resume_to:
+            position = Position.from_json(position.resume_to)
+        if position is not None and position.state in (State.QA, State.EXECUTING,
+                                                       State.REVIEWING):
+            for path in (session.plan, session.tasks, session.progress):
+                if not path.exists():
+                    raise WorkflowError(f"{session.relative(path)} is missing: session "
+                                        f"{session.session_id} is past planning and cannot "
+                                        "go on without it (put it back, from git)")
+        return record
 
     def _owner_lock_path(self, session_id: str) -> Path:
         return self.root / ".ralph" / "workflows" / session_id / "owner.lock"
@@ -412,3 +435,10 @@ class WorkflowService:
         finally:
             for lock in reversed(held):
                 lock.release()
+
+
+def _check_agents(config: Config, agents: Iterable[str]) -> None:
+    """Each role's agent is defined and its program can start: ConfigError or AgentError
+    (naming the package to install) before anything is written."""
+    for name in dict.fromkeys(agents):
+        check_program(config.agent(name))
