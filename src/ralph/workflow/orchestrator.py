@@ -91,17 +91,22 @@ class Orchestrator:
             if position is None:
                 raise WorkflowError(f"workflow session {self.session.session_id} has no "
                                     "recorded state")
-            if position.state.final:
-                await self._commit_session(position.state.value.lower())
-                return position
             try:
+                if position.state.final:
+                    await self._commit_session(position.state.value.lower())
+                    return position
                 await self._step(record, position)
             except (RalphError, OSError) as exc:
                 # The session's files unreadable mid-step, an agent that cannot start, a
                 # commit refused by a hook: recorded, and `resume` runs the step again.
-                why = str(exc) if isinstance(exc, RalphError) else f"{exc.strerror or exc}"
-                self._fail(read_record(self.store, self.session.session_id).position
-                           or position, " ".join(why.split()))
+                why = " ".join((str(exc) if isinstance(exc, RalphError)
+                                else f"{exc.strerror or exc}").split())
+                now = read_record(self.store, self.session.session_id).position or position
+                if now.state is State.FAILED:  # its own files' commit refused: said, kept
+                    self.emit("workflow.note", {"message": "the session's files are not "
+                                                           f"committed: {why}"})
+                    return now
+                self._fail(now, why)  # a final state's commit refused: resume commits it
 
     def move(self, position: Position, state: State, reason: str = "",
              **changes: Any) -> Position:
