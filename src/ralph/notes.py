@@ -2,8 +2,14 @@
 projection over `ralph.<name>.note` frames.
 
 A note is a frame on topic `ralph.<session>.note` in stream `sessions/<session>`, with meta
-`{"type": ..., "iteration": N}` (iteration left out when not given) and its text in the
-content store, so that any store client (`ralph store append`) can write one.
+`{"type": ..., "iteration": N, "resolves": [ID, ...]}` (iteration and resolves left out when
+not given) and its text in the content store, so that any store client (`ralph store
+append`) can write one.
+
+A note may settle earlier notes of its session (`resolves`: their ids): a `completed` note
+settles the `remaining` or `in_progress` one it finishes, an `in_progress` note the
+`remaining` one it takes up. What is still open (`open_notes`) is a projection: the
+`remaining`, `in_progress` and `blocked` notes no later note resolves.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -23,6 +30,7 @@ log = logging.getLogger("ralph.notes")
 
 NoteType = Literal["completed", "in_progress", "blocked", "remaining", "learning", "decision"]
 NOTE_TYPES: tuple[str, ...] = get_args(NoteType)
+OPEN_TYPES = ("remaining", "in_progress", "blocked")  # what a session still has to settle
 DEFAULT_SESSION = "default"
 _SESSION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")  # also a stream part: sessions/<name>
 
@@ -40,9 +48,12 @@ class Note:
     type: str
     iteration: int | None
     text: str
+    resolves: tuple[str, ...] = ()  # ids of the earlier notes of its session it settles
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["resolves"] = list(self.resolves)
+        return data
 
 
 def check_session(name: str) -> str:
@@ -61,20 +72,30 @@ def session_stream(session: str) -> str:
 
 
 def add_note(store: Store, note_type: str, text: str, *, session: str = DEFAULT_SESSION,
-             iteration: int | None = None) -> Note:
-    """Record a note; its text goes to the content store."""
+             iteration: int | None = None, resolves: Sequence[str] = ()) -> Note:
+    """Record a note; its text goes to the content store. `resolves`: ids of notes of the
+    same session that it settles (NoteError for one that is not there)."""
     if note_type not in NOTE_TYPES:
         raise NoteError(f"invalid note type {note_type!r}: use one of {', '.join(NOTE_TYPES)}")
     if not text.strip():
         raise NoteError("a note needs some text")
     if iteration is not None and iteration < 1:
         raise NoteError("iteration must be 1 or more")
+    settled = tuple(dict.fromkeys(resolves))
+    if settled:
+        known = {note.id for note in list_notes(store, session=session)}
+        missing = [note_id for note_id in settled if note_id not in known]
+        if missing:
+            raise NoteError(f"no note {missing[0]} in session {session!r} to resolve: "
+                            f"`ralph notes list --name {session} --json` shows their ids")
     meta: dict[str, Any] = {"type": note_type}
     if iteration is not None:
         meta["iteration"] = iteration
+    if settled:
+        meta["resolves"] = list(settled)
     frame = store.append(note_topic(session), meta, content=text,
                          stream=session_stream(session))
-    return Note(frame.id, frame.seq, frame.ts, session, note_type, iteration, text)
+    return Note(frame.id, frame.seq, frame.ts, session, note_type, iteration, text, settled)
 
 
 def note_session(frame: Frame) -> str | None:
@@ -104,18 +125,33 @@ def note_with_text(frame: Frame, text: str) -> Note | None:
     if session is None:
         return None
     iteration = frame.meta.get("iteration")
+    resolves = frame.meta.get("resolves")
+    settled = (tuple(item for item in resolves if isinstance(item, str))
+               if isinstance(resolves, list) else ())
     return Note(frame.id, frame.seq, frame.ts, session, str(frame.meta.get("type")),
-                iteration if isinstance(iteration, int) else None, text)
+                iteration if isinstance(iteration, int) else None, text, settled)
 
 
 def list_notes(store: Store, *, note_type: str | None = None,
-               session: str | None = None) -> list[Note]:
-    """Notes in the order they were added, of one session or of all."""
+               session: str | None = None, open_only: bool = False) -> list[Note]:
+    """Notes in the order they were added, of one session or of all; with `open_only`,
+    only those still open (`open_notes`)."""
     if note_type is not None and note_type not in NOTE_TYPES:
         raise NoteError(f"invalid note type {note_type!r}: use one of {', '.join(NOTE_TYPES)}")
     topic = note_topic(session) if session is not None else "ralph.*"
-    notes = (note_from_frame(store, frame) for frame in store.read(topic=topic))
-    return [n for n in notes if n is not None and (note_type is None or n.type == note_type)]
+    found = (note_from_frame(store, frame) for frame in store.read(topic=topic))
+    notes = [n for n in found if n is not None]
+    if open_only:
+        notes = open_notes(notes)
+    return [n for n in notes if note_type is None or n.type == note_type]
+
+
+def open_notes(notes: Sequence[Note]) -> list[Note]:
+    """The `remaining`, `in_progress` and `blocked` notes that no note of their session
+    resolves, in their order."""
+    settled = {(note.session, note_id) for note in notes for note_id in note.resolves}
+    return [note for note in notes
+            if note.type in OPEN_TYPES and (note.session, note.id) not in settled]
 
 
 class NoteFeed:

@@ -27,7 +27,7 @@ WITH_SIGINT = [sys.executable, "-c", "import os, signal, sys; "
                "os.execv(sys.argv[1], sys.argv[1:])"]
 TIMEOUT = 60
 FRAME_KEYS = ["id", "seq", "ts", "topic", "stream", "meta", "hash"]
-NOTE_KEYS = ["id", "seq", "ts", "session", "type", "iteration", "text"]
+NOTE_KEYS = ["id", "seq", "ts", "session", "type", "iteration", "text", "resolves"]
 _ID = re.compile(r"[0-9a-z]{25}")
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _HASH = re.compile(r"sha256-[A-Za-z0-9+/]{43}=")

@@ -134,7 +134,51 @@ def test_a_frame_appended_like_the_spec_is_a_note(cli: Cli, cli_store: Path) -> 
     (note,) = list_json(cli, cli_store)
     assert note == {"id": frame["id"], "seq": frame["seq"], "ts": frame["ts"],
                     "session": "spec", "type": "blocked", "iteration": 5,
-                    "text": "needs review"}
+                    "text": "needs review", "resolves": []}
+
+
+# -- resolution --------------------------------------------------------------------------------
+
+
+def test_a_note_resolves_earlier_notes_and_open_shows_what_is_left(cli: Cli,
+                                                                   cli_store: Path) -> None:
+    todo = add(cli, cli_store, "remaining", "Write the parser", "--name", "nu")
+    docs = add(cli, cli_store, "remaining", "Document it", "--name", "nu")
+    stuck = add(cli, cli_store, "blocked", "Needs the schema", "--name", "nu")
+    other = add(cli, cli_store, "remaining", "Another session's task", "--name", "other")
+    taken = add(cli, cli_store, "in_progress", "Parser under way", "--name", "nu",
+                "--resolves", todo["id"])
+    assert taken["resolves"] == [todo["id"]]
+    done = add(cli, cli_store, "completed", "Parser done", "--name", "nu", "--iteration", "2",
+               "--resolves", taken["id"], "--resolves", stuck["id"],
+               "--resolves", taken["id"])
+    assert done["resolves"] == [taken["id"], stuck["id"]]  # once each, in order
+    frames = cli("store", "cat", "--store", str(cli_store)).frames()
+    assert frames[-1]["meta"] == {"type": "completed", "iteration": 2,
+                                  "resolves": [taken["id"], stuck["id"]]}
+    assert [n["id"] for n in list_json(cli, cli_store, "--name", "nu", "--open")] == [
+        docs["id"]]
+    assert [n["id"] for n in list_json(cli, cli_store, "--open")] == [docs["id"], other["id"]]
+    assert list_json(cli, cli_store, "--open", "--type", "blocked") == []
+    text = list_text(cli, cli_store, "--name", "nu")
+    assert "Write the parser (resolved)" in text and "Needs the schema (resolved)" in text
+    assert "Document it (resolved)" not in text
+    # The typed-out command line goes the fast way (no Typer): the same answer.
+    fast = run_ralph("notes", "list", "--open", "--name", "nu", "--json", "--store",
+                     str(cli_store))
+    assert fast.code == 0 and [n["id"] for n in fast.json()] == [docs["id"]]
+
+
+def test_resolving_a_note_that_is_not_there_is_refused(cli: Cli, cli_store: Path) -> None:
+    elsewhere = add(cli, cli_store, "remaining", "x", "--name", "other")
+    for missing in ("0" * 25, elsewhere["id"]):
+        result = cli("notes", "add", "--type", "completed", "done", "--name", "nu",
+                     "--resolves", missing, "--store", str(cli_store))
+        assert result.code != 0
+        assert result.err.strip().splitlines() == [
+            f"error: no note {missing} in session 'nu' to resolve: `ralph notes list "
+            "--name nu --json` shows their ids"], result.err
+    assert len(cli("store", "cat", "--store", str(cli_store)).frames()) == 1  # nothing added
 
 
 # -- list --------------------------------------------------------------------------------------

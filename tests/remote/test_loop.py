@@ -220,7 +220,8 @@ def test_notes(served: Served) -> None:
         note = first["result"]
         assert {k: note[k] for k in ("session", "type", "iteration", "text")} == {
             "session": "default", "type": "learning", "iteration": None, "text": "uv is fast"}
-        assert set(note) == {"id", "seq", "ts", "session", "type", "iteration", "text"}
+        assert set(note) == {"id", "seq", "ts", "session", "type", "iteration", "text",
+                         "resolves"}
         second = (await phone.call("notes/add", {"type": "decision", "text": "use sqlite",
                                                  "session": "auth", "iteration": 2}))["result"]
         assert second["seq"] > note["seq"] and second["iteration"] == 2

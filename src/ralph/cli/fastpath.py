@@ -58,7 +58,7 @@ def _notes_list(options: Options) -> None:
     from ralph.cli.notes_view import show_notes
 
     show_notes(_text(options.get("--type")), _text(options.get("--name")), "--json" in options,
-               _path(options.get("--store")))
+               _path(options.get("--store")), open_only="--open" in options)
 
 
 def _note_types() -> tuple[str, ...]:
@@ -70,7 +70,7 @@ def _note_types() -> tuple[str, ...]:
 FORMS: dict[tuple[str, ...], Form] = {
     ("status",): Form(_status, flags=frozenset({"--json"}), values=frozenset({"--root"})),
     ("tasks",): Form(_tasks, flags=frozenset({"--json"}), values=frozenset({"--root"})),
-    ("notes", "list"): Form(_notes_list, flags=frozenset({"--json"}),
+    ("notes", "list"): Form(_notes_list, flags=frozenset({"--json", "--open"}),
                             values=frozenset({"--type", "--name", "--store"}),
                             choices={"--type": _note_types}),
 }

@@ -31,11 +31,15 @@ def add(
     iteration: Annotated[int | None, typer.Option("--iteration", metavar="N",
                                                   callback=at_least(1, MAX_SEQ),
                                                   help="Iteration it belongs to.")] = None,
+    resolves: Annotated[list[str] | None, typer.Option(
+        "--resolves", metavar="ID",
+        help="A note of the session this one settles (repeat for more).")] = None,
     store: StoreOption = None,
 ) -> None:
     """Add a note and print it as JSON."""
     with open_store(store, create=True) as opened:
-        note = add_note(opened, note_type.value, text, session=name, iteration=iteration)
+        note = add_note(opened, note_type.value, text, session=name, iteration=iteration,
+                        resolves=resolves or ())
     write_json_line(note.to_dict())
 
 
@@ -47,9 +51,13 @@ def list_(
     name: Annotated[str | None, typer.Option("--name", metavar="NAME",
                                              help="Only this session (default: all).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    open_only: Annotated[bool, typer.Option(
+        "--open", help="Only what is still open: remaining, in_progress and blocked notes "
+                       "no later note resolves.")] = False,
     store: StoreOption = None,
 ) -> None:
     """List notes, grouped by type."""
     from ralph.cli.notes_view import show_notes
 
-    show_notes(note_type.value if note_type else None, name, as_json, store)
+    show_notes(note_type.value if note_type else None, name, as_json, store,
+               open_only=open_only)

@@ -10,22 +10,24 @@ from pathlib import Path
 
 from ralph.cli.output import terminal_safe, write_json
 from ralph.cli.storeopen import open_store
-from ralph.notes import Note, group_by_type, list_notes
+from ralph.notes import Note, group_by_type, list_notes, open_notes
 
 
 def show_notes(note_type: str | None, name: str | None, as_json: bool,
-               store: Path | None) -> None:
+               store: Path | None, *, open_only: bool = False) -> None:
     """Notes of one type (`note_type`) and session (`name`), or all, from the store at `store`
-    (default: ralph.project.store_path)."""
+    (default: ralph.project.store_path); with `open_only`, only those still open."""
     with open_store(store) as opened:
-        notes = list_notes(opened, note_type=note_type, session=name)
+        every = list_notes(opened, session=name)  # (the type was checked by the parser)
+    notes = open_notes(every) if open_only else every
+    notes = [note for note in notes if note_type is None or note.type == note_type]
     if as_json:
         write_json([note.to_dict() for note in notes])
         return
-    print_notes(notes)
+    print_notes(notes, {(note.session, note_id) for note in every for note_id in note.resolves})
 
 
-def print_notes(notes: list[Note]) -> None:
+def print_notes(notes: list[Note], settled: set[tuple[str, str]] | None = None) -> None:
     """Notes grouped by type, in the order of the types: plain lines, the types in bold on a
     terminal (no Rich console: its import was a third of this command's start-up)."""
     from ralph.cli.texttable import styled, uses_colour
@@ -34,6 +36,8 @@ def print_notes(notes: list[Note]) -> None:
     if not notes:
         out.write("no notes\n")
         return
+    if settled is None:
+        settled = {(note.session, note_id) for note in notes for note_id in note.resolves}
     colour = uses_colour(out)
     sessions = {note.session for note in notes}
     lines = []
@@ -43,6 +47,8 @@ def print_notes(notes: list[Note]) -> None:
             where = f"iteration {note.iteration}" if note.iteration is not None else "-"
             who = f"{terminal_safe(note.session)} " if len(sessions) > 1 else ""
             text = terminal_safe(note.text.strip())
-            lines.append(f"  {note.ts[:19].replace('T', ' ')}  {who}{where:<12} {text}")
+            mark = " (resolved)" if (note.session, note.id) in settled else ""
+            lines.append(f"  {note.ts[:19].replace('T', ' ')}  {who}{where:<12} "
+                         f"{text}{mark}")
     out.write("\n".join(lines) + "\n")
     out.flush()
