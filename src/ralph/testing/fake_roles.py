@@ -49,7 +49,7 @@ from typing import Any
 from ralph.errors import RalphError
 from ralph.fsutil import atomic_write_text
 from ralph.workflow.errors import WorkflowError
-from ralph.workflow.prompts import input_block
+from ralph.workflow.input_block import input_block
 
 SCRIPT_ENV = "RALPH_FAKE_ROLES_SCRIPT"
 

@@ -28,7 +28,6 @@ their input).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,13 +39,9 @@ from ralph.scaffold import template
 from ralph.workflow.answers import InvalidOutput, OutputProblem
 from ralph.workflow.contracts import AnyInput, Role, RoleInput, contract, schema_text
 from ralph.workflow.errors import WorkflowError
+from ralph.workflow.input_block import BLOCK, INDENT, INPUT_HEADING, OUTPUT_HEADING, input_block
 
-INPUT_HEADING = "## Input"
-OUTPUT_HEADING = "## Output"
 RETRY_HEADING = "## Your previous answer was rejected"
-_BLOCK = "|"
-_INDENT = "  "
-_KEY_LINE = re.compile(r"(?P<key>[A-Z][A-Z0-9_]*):(?: (?P<value>.*))?")
 
 
 def instructions_file(role: Role | str) -> str:
@@ -89,9 +84,9 @@ def input_lines(role_input: RoleInput) -> str:
         # \x0b \x0c \x1c-\x1e \x85 \u2028 \u2029) makes it a block, so that no reader that
         # breaks lines there takes the rest for another KEY line; the block's lines are split
         # at \n only, which is where input_block splits them, so the value reads back as it was.
-        if len(f"{text}.".splitlines()) > 1 or text.strip() == _BLOCK:
-            lines.append(f"{key}: {_BLOCK}")
-            lines.extend(_INDENT + line for line in text.split("\n"))
+        if len(f"{text}.".splitlines()) > 1 or text.strip() == BLOCK:
+            lines.append(f"{key}: {BLOCK}")
+            lines.extend(INDENT + line for line in text.split("\n"))
         else:
             lines.append(f"{key}: {text}")
     return "\n".join(lines)
@@ -164,39 +159,3 @@ def read_input(role: Role | str, prompt: str) -> AnyInput:
                             f"{first['msg']}") from None
     assert isinstance(parsed, AnyInput)
     return parsed
-
-
-def input_block(prompt: str) -> dict[str, str]:
-    """The `KEY: value` pairs of a prompt's `## Input` section, as written (a block value's
-    lines joined), without validating them. Only that section counts: a `KEY:` line in the
-    instructions or in the additional context after the section is not input.
-
-    The section is the last `## Input` line before the prompt's last `## Output` line (the
-    instructions may quote an example). Lines are split at "\n" only: a value's other
-    line-break characters stay in it. Raises WorkflowError when there is no such section."""
-    lines = prompt.split("\n")
-    end = len(lines)
-    if OUTPUT_HEADING in lines:
-        end = len(lines) - 1 - lines[::-1].index(OUTPUT_HEADING)
-    try:
-        start = end - lines[:end][::-1].index(INPUT_HEADING)
-    except ValueError:
-        raise WorkflowError(f"the prompt has no {INPUT_HEADING!r} section") from None
-    values: dict[str, str] = {}
-    index = start
-    while index < end and not lines[index].strip():
-        index += 1
-    while index < end:
-        match = _KEY_LINE.fullmatch(lines[index])
-        if match is None:
-            break  # a blank line or the additional context: the input lines are over
-        value = match["value"] or ""
-        index += 1
-        if value == _BLOCK:
-            block: list[str] = []
-            while index < end and lines[index].startswith(_INDENT):
-                block.append(lines[index][len(_INDENT):])
-                index += 1
-            value = "\n".join(block)
-        values[match["key"]] = value
-    return values
