@@ -21,10 +21,10 @@ from ralph.workflow.contracts import (
     schema_text,
 )
 from ralph.workflow.errors import WorkflowError
+from ralph.workflow.input_block import input_block
 from ralph.workflow.prompts import (
     build_prompt,
     default_instructions,
-    input_block,
     input_lines,
     instructions_file,
     load_instructions,
