@@ -344,7 +344,7 @@ class Orchestrator:
         assert task_id is not None
         gates = record.gates.get((record.step, task_id, attempt))
         if gates is None:
-            gates = await self._run_gates(task_id, attempt)
+            gates = await self._run_gates(record.step, task_id, attempt)
             record = read_record(self.store, self.session.session_id)
         report = report_name(task_id, attempt)
         role_input = ReviewerInput.model_validate({
@@ -374,7 +374,7 @@ class Orchestrator:
             why += f"; gates failed: {_failed_gates(gates)}"
         await self._attempt_failed(position, task_id, attempt, why, dict(position.for_planner))
 
-    async def _run_gates(self, task_id: str, attempt: int) -> dict[str, Any]:
+    async def _run_gates(self, step: int, task_id: str, attempt: int) -> dict[str, Any]:
         commands = list(self.config.gates.commands)
         receipts: list[GateReceipt] = []
         made: list[str] = []
@@ -396,7 +396,7 @@ class Orchestrator:
                 state = load_state(paths.state)
                 remember_gate_outputs(state, made, changed)
                 save_state(paths.state, state)
-        gates = {"step": read_record(self.store, self.session.session_id).step,
+        gates = {"step": step,
                  "task_id": task_id, "attempt": attempt,
                  "passed": all(receipt.ok for receipt in receipts),
                  "gates": [{"command": r.command, "ok": r.ok, "exit_code": r.exit_code,

@@ -378,10 +378,11 @@ class WorkflowService:
 
     def _resumable(self) -> SessionDir:
         for session in reversed(list_sessions(self.root)):
-            status = self._status_word(read_record(self.store, session.session_id))
+            record = read_record(self.store, session.session_id)
+            status = self._status_word(record)
             if status in ("stopped", "interrupted") or (
-                    status == "failed" and (read_record(self.store, session.session_id)
-                                            .position or Position(State.FAILED, "")).resume_to):
+                    status == "failed" and record.position is not None
+                    and record.position.resume_to is not None):
                 return session
         raise NoSuchWorkflow("no workflow session to resume (`ralph workflow list` shows "
                             "them)")
