@@ -107,6 +107,8 @@ class FilesConfig(_Section):
     """Prompt of the reviewer, when [review] is enabled and sets no prompt."""
     feedback: str = Field(default="FEEDBACK.md", min_length=1)
     """Feedback from people to the agent, included in every prompt."""
+    nu: str = Field(default="PROMPT_nu.md", min_length=1)
+    """Prompt of named sessions (`ralph nu`); Ralph's built-in one when the file is missing."""
 
 
 class LoopConfig(_Section):
@@ -168,6 +170,11 @@ class AgentConfig(_Section):
     (`opencode run --attach`)."""
     port: int = Field(default=0, ge=0, le=65535)
     """The port of that server; 0 = a free port."""
+    server_command: Literal["serve", "web"] = "serve"
+    """Which opencode command runs that server: `serve` (headless) or `web` (the same server
+    with its web UI; `serve` is used where the installed opencode has no `web`)."""
+    server_wait_seconds: int = Field(default=60, gt=0)
+    """How long the server may take to answer HTTP before the run gives up."""
 
     @model_validator(mode="after")
     def _check_placeholders(self) -> AgentConfig:
@@ -376,6 +383,8 @@ class ResolvedAgent:
     """The agent's own timeout_seconds, else loop.agent_timeout_seconds."""
     server: bool = False
     port: int = 0
+    server_command: Literal["serve", "web"] = "serve"
+    server_wait_seconds: int = 60
     prices: Mapping[str, PriceConfig] = field(default_factory=dict)
     """ralph.toml [prices]: the cost of a run whose CLI reports tokens only is computed from
     the price of the model it used, if listed (never guessed)."""
@@ -472,6 +481,8 @@ class Config(_Section):
             timeout_seconds=section.timeout_seconds or self.loop.agent_timeout_seconds,
             server=section.server,
             port=section.port,
+            server_command=section.server_command,
+            server_wait_seconds=section.server_wait_seconds,
             prices=dict(self.prices),
         )
 

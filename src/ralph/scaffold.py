@@ -57,8 +57,8 @@ GIT_INIT_TIMEOUT = 30.0
 WORKFLOW_PROMPTS = ("PROMPT_planner.md", "PROMPT_executor.md", "PROMPT_reviewer.md",
                     "PROMPT_questioner.md")
 _PROJECT_FILES = ("PROMPT_build.md", "PROMPT_plan.md", "PROMPT_judge.md", "PROMPT_review.md",
-                  *WORKFLOW_PROMPTS, "PROMPT.md", "AGENTS.md", "<prd>", "progress.md",
-                  "FEEDBACK.md")
+                  *WORKFLOW_PROMPTS, "PROMPT_nu.md", "PROMPT.md", "AGENTS.md", "<prd>",
+                  "progress.md", "FEEDBACK.md")
 _PRD_MARKER = "@PRD_FILE@"
 _GATES_MARKER = "@GATES_PROPOSAL@\ncommands = []\n"
 _COMMENT_WIDTH = 90  # + "# ": the width of the template's comments

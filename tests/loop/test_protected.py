@@ -256,7 +256,8 @@ def test_fixed_patterns_are_the_config_and_prompts_and_the_users() -> None:
     assert fixed_patterns(config) == ["ralph.toml", "PROMPT_build.md", "PROMPT_plan.md",
                                       "PROMPT.md", "PROMPT_judge.md", "PROMPT_review.md",
                                       "J.md", "PROMPT_planner.md", "PROMPT_questioner.md",
-                                      "PROMPT_executor.md", "PROMPT_reviewer.md", "tests/**"]
+                                      "PROMPT_executor.md", "PROMPT_reviewer.md",
+                                      "PROMPT_nu.md", "tests/**"]
 
 
 @pytest.mark.parametrize("bad", ["/etc/passwd", "../up", "a/../../b", "  "])

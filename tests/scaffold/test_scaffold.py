@@ -41,7 +41,8 @@ from ralph.testcmd import Detection, ProposedGate, detect_test_commands
 
 PROJECT_FILES = ["ralph.toml", "PROMPT_build.md", "PROMPT_plan.md", "PROMPT_judge.md",
                  "PROMPT_review.md", "PROMPT_planner.md", "PROMPT_executor.md",
-                 "PROMPT_reviewer.md", "PROMPT_questioner.md", "PROMPT.md", "AGENTS.md"]
+                 "PROMPT_reviewer.md", "PROMPT_questioner.md", "PROMPT_nu.md", "PROMPT.md",
+                 "AGENTS.md"]
 RUNTIME = [".ralph/", ".ralph/state.json", ".ralph/logs/", ".ralph/receipts/",
            ".ralph/context/", ".ralph/attempts/", ".ralph/store/"]
 MD_CREATED = [*PROJECT_FILES, "PRD.md", "progress.md", "FEEDBACK.md", *RUNTIME, ".gitignore"]

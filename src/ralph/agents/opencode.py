@@ -150,10 +150,11 @@ class OpencodeAdapter(Adapter):
         argv = ["opencode", "run", "--format", "json", "--print-logs", "--log-level", "ERROR"]
         return [*argv, "--model", model] if model else argv
 
-    def server_argv(self, argv: list[str]) -> list[str]:
-        """`opencode serve` with the same program as the agent's argv ({port} filled later)."""
+    def server_argv(self, argv: list[str], command: str = "serve") -> list[str]:
+        """`opencode serve` (or `web`: the same server with its web UI) with the same program
+        as the agent's argv ({port} filled later)."""
         program = argv[0] if argv else "opencode"
-        return [program, "serve", "--port", "{port}", "--hostname", "127.0.0.1"]
+        return [program, command, "--port", "{port}", "--hostname", "127.0.0.1"]
 
     def attached_argv(self, argv: list[str], url: str, title: str) -> list[str]:
         """`opencode run` attached to a running server, with the iteration's title."""

@@ -32,14 +32,33 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def port_taken(port: int) -> bool:
+    """Something listens on 127.0.0.1:`port` (a server started there would fail, or worse,
+    the health check would find the other one answering)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is free
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 class AgentServer:
-    """`argv` is the server's command line; `{port}` in it is replaced by the chosen port."""
+    """`argv` is the server's command line; `{port}` in it is replaced by the chosen port.
+    `fallback`: the command line to try once if the first one exits without answering (an
+    `opencode web` that this opencode does not have: then `opencode serve`)."""
 
     def __init__(self, name: str, argv: list[str], *, cwd: Path, env: Mapping[str, str],
-                 port: int, log_path: Path) -> None:
+                 port: int, log_path: Path, wait_s: float = _HEALTH_TIMEOUT_S,
+                 fallback: list[str] | None = None) -> None:
         self.name = name
+        self.fixed_port = port != 0
         self.port = port or free_port()
         self.argv = [a.replace("{port}", str(self.port)) for a in argv]
+        self.fallback = ([a.replace("{port}", str(self.port)) for a in fallback]
+                         if fallback else None)
+        self.wait_s = wait_s
         self.cwd = cwd
         self.env = {**os.environ, **env}
         self.log_path = log_path
@@ -51,11 +70,35 @@ class AgentServer:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def alive(self) -> bool:
+        """The server's process has not exited (it may still fail to answer)."""
+        return self.process is not None and self.process.returncode is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """How its process ended (negative: the signal), None while it runs."""
+        return None if self.process is None else self.process.returncode
+
+    @property
     def pgid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
     async def start(self) -> str:
-        """Start the server and wait until it answers HTTP; its URL."""
+        """Start the server and wait until it answers HTTP; its URL. A port given that is
+        taken already is an AgentError at once."""
+        if self.fixed_port and port_taken(self.port):
+            raise AgentError(f"agent '{self.name}': port {self.port} is already in use on "
+                             "127.0.0.1: stop what listens there, or choose another port")
+        try:
+            await self._start_once()
+        except _ExitedEarly:
+            if self.fallback is None:
+                raise
+            self.argv, self.fallback = self.fallback, None
+            await self._start_once()
+        return self.url
+
+    async def _start_once(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         contained = Contained()
         with self.log_path.open("ab") as log:
@@ -74,21 +117,21 @@ class AgentServer:
         except BaseException:
             await self.stop()
             raise
-        return self.url
 
     async def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + _HEALTH_TIMEOUT_S
+        deadline = time.monotonic() + self.wait_s
         assert self.process is not None
         while time.monotonic() < deadline:
             if self.process.returncode is not None:
-                raise AgentError(f"agent '{self.name}': its server exited with "
-                                 f"{self.process.returncode} before answering "
-                                 f"(see {self.log_path})")
+                raise _ExitedEarly(f"agent '{self.name}': its server "
+                                   f"(`{' '.join(self.argv[:2])}`) exited with "
+                                   f"{self.process.returncode} before answering "
+                                   f"(see {self.log_path})")
             if await self._answers():
                 return
             await asyncio.sleep(0.1)
         raise AgentError(f"agent '{self.name}': its server did not answer on {self.url} "
-                         f"within {_HEALTH_TIMEOUT_S:.0f} s (see {self.log_path})")
+                         f"within {self.wait_s:g} s (see {self.log_path})")
 
     async def _answers(self) -> bool:
         """Any HTTP response to GET / counts: the server is listening and speaking HTTP."""
@@ -131,3 +174,7 @@ class AgentServer:
             await contained.sweep()
             contained.finished()
         self.process = None
+
+
+class _ExitedEarly(AgentError):
+    """The server's process ended before it answered."""

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("ralph.cli.serve_cmd", "serve"),
     "company": ("ralph.cli.company_cmd", "app"),
     "workflow": ("ralph.cli.workflow_cmd", "app"),
+    "nu": ("ralph.cli.nu_cmd", "app"),
 }
 
 

@@ -65,11 +65,12 @@ def _service(quiet: bool, verbose: bool) -> tuple[LoopService, RunDisplay | None
     return LoopService(find_project_root(), observer=display), display
 
 
-def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop) -> T:
+def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop, *,
+           on_signal: Callable[[], None] | None = None) -> T:
     """Run `work` with Ctrl-C, SIGTERM and SIGHUP turned into a stop request (a second
-    Ctrl-C interrupts at once). After SIGHUP the terminal is gone: output that would go to
-    it goes nowhere instead of failing. Under `nohup` (SIGHUP ignored) a hangup stays
-    ignored."""
+    Ctrl-C interrupts at once); `on_signal` is called at the first. After SIGHUP the
+    terminal is gone: output that would go to it goes nowhere instead of failing. Under
+    `nohup` (SIGHUP ignored) a hangup stays ignored."""
     import asyncio
 
     terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # after a hangup isatty() says no
@@ -80,16 +81,19 @@ def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop) 
     async def main() -> T:
         loop = asyncio.get_running_loop()
 
-        def on_signal(signum: int) -> None:
+        def stopping(signum: int) -> None:
+            first = stop.signal is None
             stop.signal = stop.signal or signum
             if signum == signal.SIGHUP:
                 _detach(terminal)
+            elif first and on_signal is not None:
+                on_signal()
             service.stop()
             if signum == signal.SIGINT:
                 loop.remove_signal_handler(signal.SIGINT)
 
         for signum in signals:
-            loop.add_signal_handler(signum, on_signal, signum)
+            loop.add_signal_handler(signum, stopping, signum)
         try:
             return await work()
         finally:

@@ -20,6 +20,7 @@ from ralph.agents.summary import tool_summary
 from ralph.approvals.desk import CUT_MARK
 from ralph.approvals.rules import subject_of
 from ralph.cli.output import exit_text, terminal_safe
+from ralph.loop.models import NO_ITERATION_LIMIT
 from ralph.store import Frame
 from ralph.wording import counted
 
@@ -118,6 +119,10 @@ class EventRenderer:
         if meta.get("mode") == "step":
             return [Line(f"step {meta.get('run_id')} with agent {meta.get('agent')}", "bold")]
         limit = self._max_iterations
+        if isinstance(limit, int) and limit >= NO_ITERATION_LIMIT:
+            self._max_iterations = None
+            return [Line(f"run {meta.get('run_id')} with agent {meta.get('agent')}, no "
+                         "iteration limit", "bold")]
         up_to = counted(limit, "iteration") if isinstance(limit, int) else f"{limit} iterations"
         return [Line(f"run {meta.get('run_id')} with agent {meta.get('agent')}, up to "
                      f"{up_to}", "bold")]

@@ -32,6 +32,7 @@ from ralph.loop.events import EventSink
 from ralph.loop.gates import GateReceipt, run_gates, tail_lines
 from ralph.loop.models import IterationStatus, LastIteration
 from ralph.loop.paths import RUNTIME_PATHS, ProjectPaths
+from ralph.loop.plan import SessionPlan
 from ralph.loop.prompt import Memory, build_prompt, notes_section
 from ralph.loop.protect import Change, Guard, describe, put_back, put_back_note
 from ralph.loop.ratelimit import backoff_seconds, wait_for_start_slot
@@ -89,11 +90,14 @@ class LoopContext:
     # (ralph.tracker.filecache), shared with `status`.
     source: StatusSource | None = None
     notes: NoteFeed | None = None  # the session notes for the prompts, read as they come
+    plan: SessionPlan | None = None  # a named session's (`ralph nu`): its tracker and prompt
 
     def save(self, *, durable: bool = True) -> None:
         save_state(self.paths.state, self.state, durable=durable)
 
     def tracker(self) -> Tracker:
+        if self.plan is not None:
+            return self.plan.tracker()
         if self.source is None:
             self.source = StatusSource(self.paths, self.config.files)
         return self.source.tracker()
@@ -130,7 +134,10 @@ class Iteration:
         if task is None:
             raise nothing_to_do(tasks)
         iteration, attempt_id = self._take_numbers(task)
-        tracker_copy = self._keep_tracker_copy(tracker)
+        plan = ctx.plan
+        number = plan.begin(iteration, self.run_id) if plan is not None else None
+        # A session's claims are frames of its own iteration: nothing to reopen after a death.
+        tracker_copy = self._keep_tracker_copy(tracker) if plan is None else None
         self.emit = self.emit.tagged(iteration=iteration)  # every event of it says which
         started = now_ts()
         clock = time.monotonic()
@@ -145,7 +152,7 @@ class Iteration:
                                         "title": task.title, "kind": task.kind,
                                         "attempt_id": attempt_id})
         record = _Record(iteration=iteration, task=task, attempt_id=attempt_id, started=started,
-                         tasks_before=tasks)
+                         tasks_before=tasks, session_number=number)
         self._record = record
         try:
             await self._work(tracker, record)
@@ -221,13 +228,16 @@ class Iteration:
         rec.before = before
         if ctx.state.in_flight is not None:  # saved with the agent's process group below
             ctx.state.in_flight.head = before.head
-        prompt = build_prompt(
-            self._template(task), task, branch=before.branch,
-            git_status=before.short(), memory=self._memory(),
-            budget=ctx.config.loop.context_chars,
-            progress_tail=ctx.config.loop.progress_tail_chars,
-            notes=ctx.state.task(task.id).notes, gates=ctx.config.gates.commands,
-            session_notes=self._session_notes())
+        if ctx.plan is not None and rec.session_number is not None:
+            prompt = ctx.plan.prompt(rec.session_number, ctx.state.task(task.id).notes)
+        else:
+            prompt = build_prompt(
+                self._template(task), task, branch=before.branch,
+                git_status=before.short(), memory=self._memory(),
+                budget=ctx.config.loop.context_chars,
+                progress_tail=ctx.config.loop.progress_tail_chars,
+                notes=ctx.state.task(task.id).notes, gates=ctx.config.gates.commands,
+                session_notes=self._session_notes())
         rec.context_dir = paths.context_dir(task.id, rec.attempt_id)
         rec.context_dir.mkdir(parents=True, exist_ok=True)
         rec.guard = await Guard.begin(ctx.config, ctx.git, paths.root, before,
@@ -297,19 +307,26 @@ class Iteration:
         """Where the agent is, in its environment (a command agent may have no other way
         to know): docs/agents.md lists them."""
         paths = self.ctx.paths
-        return {"RALPH_TASK_ID": rec.task.id, "RALPH_TASK_TITLE": rec.task.title,
-                "RALPH_ITERATION": str(rec.iteration),
-                "RALPH_ATTEMPT": rec.attempt_id.rsplit("-", 1)[-1],
-                "RALPH_RUN_ID": self.run_id, "RALPH_PROMPT_FILE": str(prompt_file),
-                "RALPH_STORE": str(paths.store), "RALPH_PROJECT_ROOT": str(paths.root),
-                "RALPH_ROLE": role}
+        env = {"RALPH_TASK_ID": rec.task.id, "RALPH_TASK_TITLE": rec.task.title,
+               "RALPH_ITERATION": str(rec.iteration),
+               "RALPH_ATTEMPT": rec.attempt_id.rsplit("-", 1)[-1],
+               "RALPH_RUN_ID": self.run_id, "RALPH_PROMPT_FILE": str(prompt_file),
+               "RALPH_STORE": str(self.ctx.store.path), "RALPH_PROJECT_ROOT": str(paths.root),
+               "RALPH_ROLE": role}
+        if self.ctx.plan is not None and rec.session_number is not None:
+            env |= {"RALPH_SESSION": self.ctx.plan.name,
+                    "RALPH_SESSION_ITERATION": str(rec.session_number)}
+        return env
 
     def _attach(self) -> tuple[str, str] | None:
         """(url, title) when this agent runs attached to the run's server."""
         server = self.ctx.server
-        if server is None or server[0] != self.agent.name or self._record is None:
+        rec = self._record
+        if server is None or server[0] != self.agent.name or rec is None:
             return None
-        return server[1], f"{self.ctx.paths.root.name} - Iteration #{self._record.iteration}"
+        if self.ctx.plan is not None and rec.session_number is not None:
+            return server[1], self.ctx.plan.title(rec.session_number)
+        return server[1], f"{self.ctx.paths.root.name} - Iteration #{rec.iteration}"
 
     def _edited(self) -> None:
         if self._record is not None:
@@ -353,7 +370,10 @@ class Iteration:
             rec.reason = (f"the agent changed protected paths: {describe(rec.protected)} "
                           "(put back)")
         elif not claimed:
-            rec.reason = "the tracker does not mark the task done"
+            rec.reason = ("no completion was claimed (`ralph nu done`)" if ctx.plan is not None
+                          else "the tracker does not mark the task done")
+        elif ctx.plan is not None and (unsettled := ctx.plan.unsettled()) is not None:
+            rec.reason = unsettled
         elif failed:
             first = failed[0]
             how = "timed out" if first.timed_out else f"exited with {first.exit_code}"
@@ -404,7 +424,9 @@ class Iteration:
         """Reopen or block in the tracker, record in progress.md, commit, update counters."""
         ctx, task = self.ctx, rec.task
         task_state = ctx.state.task(task.id)
-        if rec.verified:
+        if ctx.plan is not None:
+            self._settle_session(ctx.plan, tracker, rec)
+        elif rec.verified:
             # Done: nothing of it is needed any more (its attempts are in .ralph/attempts),
             # and state.json, written several times an iteration, stays small.
             del ctx.state.tasks[task.id]
@@ -429,6 +451,32 @@ class Iteration:
             ctx.state.no_progress_streak + 1)
         await self._commit(rec)
         rec.repo_clean = await self._repo_clean(rec)
+
+    def _settle_session(self, plan: SessionPlan, tracker: Tracker, rec: _Record) -> None:
+        """A named session is one long task: an iteration that claimed nothing is not a
+        failed attempt (it did one of the spec's tasks), and nothing is ever blocked (the
+        iteration limit, the no-progress streak, budgets and stop end it). A claim is
+        judged: accepted, the session is complete; rejected, why is recorded and told to the
+        next iteration, with what failing gates said."""
+        task_state = self.ctx.state.task(rec.task.id)
+        if rec.session_number is not None:
+            if rec.claimed:
+                plan.judged(rec.session_number, rec.verified, rec.reason)
+            # Notes are the session's progress as much as files and commits are.
+            rec.progress_by_agent |= plan.noted(rec.session_number)
+        if rec.verified:
+            del self.ctx.state.tasks[rec.task.id]
+            self.emit("task.done", {"task_id": rec.task.id, "title": rec.task.title,
+                                    "attempt_id": rec.attempt_id})
+            return
+        if rec.claimed:
+            self._reopen(tracker, [rec.task], rec.reason or "not verified")
+        told = rec.claimed or rec.gates_ok is False or rec.protected or (
+            rec.outcome is not None and rec.outcome.status != "ok")
+        notes = self._notes_for_next_attempt(rec) if told else []
+        # "Not verified" says nothing to an iteration that claimed nothing: what went wrong
+        # (a gate, a put back path, the agent's end) follows it.
+        task_state.notes = notes if rec.claimed else notes[1:]
 
     def _notes_for_next_attempt(self, rec: _Record) -> list[str]:
         """What the next attempt's prompt tells the agent about this one, most useful
@@ -525,9 +573,16 @@ class Iteration:
         if not ctx.config.git.auto_commit or not (rec.staged or rec.edited):
             return
         await ctx.git.stage(self._ralph_edits(rec), exclude=RUNTIME)
+        task: Task | tuple[str, str] = rec.task
+        status = None if rec.verified else rec.status
+        if ctx.plan is not None and rec.session_number is not None:
+            # A session's iteration that claimed nothing did its one task: no "not verified".
+            task = (rec.task.id, ctx.plan.title(rec.session_number))
+            if not rec.claimed and rec.status == "not_done":
+                status = None
         rec.commit = await ctx.git.commit_staged(attempt_message(
-            ctx.config, rec.task, rec.iteration, rec.attempt_id.rsplit("-", 1)[-1],
-            None if rec.verified else rec.status, rec.reason))
+            ctx.config, task, rec.iteration, rec.attempt_id.rsplit("-", 1)[-1],
+            status, rec.reason))
 
     async def _repo_clean(self, rec: _Record) -> bool:
         """No change is left uncommitted but the gates' outputs. After gates (or a judge or
@@ -713,6 +768,12 @@ class Iteration:
         except OSError as exc:  # the event below still records the attempt
             log.warning("could not write %s: %s", attempt_file, exc.strerror or exc)
         self.emit("iteration.finished", result.model_dump(mode="json"))
+        if ctx.plan is not None and rec.session_number is not None:
+            try:
+                ctx.plan.finished(rec.session_number, result)
+            except (RalphError, OSError) as exc:  # the loop's own record stands
+                log.warning("could not record the end of session iteration %d: %s",
+                            rec.session_number, exc)
         ctx.state.in_flight = None
         ctx.state.last = last_iteration(result)
         count_spend(ctx.state, self.run_id, rec.spend)
@@ -763,6 +824,7 @@ class _Record:
     attempt_id: str
     started: str
     tasks_before: Snapshot  # the tracker's tasks as the iteration started
+    session_number: int | None = None  # a named session's own number for the iteration
     status: IterationStatus = "not_done"
     reason: str | None = None
     outcome: AgentOutcome | None = None

@@ -20,6 +20,8 @@ IterationStatus = Literal[
     "interrupted",  # the orchestrator died during it (found and recorded afterwards)
     "error",  # the orchestrator could not go on (a missing prompt file, a git failure)
 ]
+# A run's iteration limit that means none (`ralph nu --iterations 0`): until it ends otherwise.
+NO_ITERATION_LIMIT = 1_000_000_000
 StopReason = Literal["complete", "no_progress", "max_iterations", "stopped", "error", "budget"]
 
 

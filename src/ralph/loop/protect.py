@@ -96,7 +96,7 @@ def fixed_patterns(config: Config) -> list[str]:
     files = config.files
     prompts = [files.prompt, files.plan, files.general, files.judge, files.review,
                config.judge.prompt, config.review.prompt,
-               *(config.role_prompt(role) for role in WORKFLOW_ROLES)]
+               *(config.role_prompt(role) for role in WORKFLOW_ROLES), files.nu]
     literal = [_glob_escape(_normal(p)) for p in (CONFIG_FILE, *prompts) if p]
     return list(dict.fromkeys([*literal, *config.gates.protected]))
 

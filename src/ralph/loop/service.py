@@ -43,6 +43,7 @@ from ralph.loop.iteration import (
 from ralph.loop.lock import ProjectLock
 from ralph.loop.models import StatusReport, StopReason
 from ralph.loop.paths import ProjectPaths
+from ralph.loop.plan import SessionPlan
 from ralph.loop.prdcheck import prd_warnings
 from ralph.loop.protect import Guard, changed_after, protected_for, put_back, put_back_note
 from ralph.loop.ratelimit import HOUR_S
@@ -104,8 +105,9 @@ class LoopService:
     """The Ralph loop for the project at `root`."""
 
     def __init__(self, root: Path, *, config: Config | None = None, store: Store | None = None,
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, plan: SessionPlan | None = None) -> None:
         self.paths = ProjectPaths(root)
+        self.plan = plan  # a named session's (`ralph nu`), else the project's tracker
         self.config = config if config is not None else load_config(root)
         self._config_put_back = False
         self.observer = observer
@@ -123,6 +125,7 @@ class LoopService:
         self._resumed: asyncio.Event | None = None
         self._state: LoopState | None = None
         self._status_source = StatusSource(self.paths, self.config.files)
+        self._server: AgentServer | None = None  # the active run's agent server
 
     @property
     def active_run_id(self) -> str | None:
@@ -300,7 +303,7 @@ class LoopService:
         run at once rather than report its failure later."""
         state = load_state(self.paths.state, repair=False)
         ctx = LoopContext(self.paths, self.config, self.store, self.git, state,
-                          source=self._status_source)
+                          source=self._status_source, plan=self.plan)
         return await self._preflight(ctx, agent, policy or TreePolicy(), run_id=None)
 
     def start_slot_wait(self) -> float:
@@ -360,6 +363,8 @@ class LoopService:
                         return "stopped", "stopped on request", count
                     raise
                 if ok:
+                    if self.plan is not None:
+                        return "complete", f"session {self.plan.name} is verified complete", count
                     return "complete", f"{every_task(len(tasks))} verified done", count
                 return "error", why, count
             if tasks.next_task() is None:
@@ -372,6 +377,7 @@ class LoopService:
                 await self._wait_resume(emit)
                 continue
             try:
+                await self._until_stopped(self._keep_server(ctx, emit))
                 result = await self._iterate(ctx, run_id, agent, emit)
             except asyncio.CancelledError:
                 if self._stopped_on_request():
@@ -459,13 +465,13 @@ class LoopService:
             state = load_state(self.paths.state)
             self._state = state
             ctx = LoopContext(self.paths, self.config, self.store, self.git, state,
-                              source=self._status_source)
+                              source=self._status_source, plan=self.plan)
             await self._recover(ctx)
             if self._config_put_back:  # the one loaded was the agent's: read the one put back
                 self.config = ctx.config = load_config(self.paths.root)
                 self._status_source = ctx.source = StatusSource(self.paths, self.config.files)
             resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
-            server = await self._start_server(ctx, resolved)
+            server = self._server = await self._start_server(ctx, resolved)
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
                                          max_iterations=limit, started_at=now_ts(), mode=mode,
                                          server_pgid=server.pgid if server else None,
@@ -490,8 +496,9 @@ class LoopService:
         finally:
             for helper in helpers:
                 helper.cancel()
-            if server is not None:
-                await server.stop()
+            if self._server is not None:
+                await self._server.stop()
+            self._server = None
             self._active_run_id = None
             self._state = None
             self._paused = False
@@ -525,11 +532,32 @@ class LoopService:
         adapter = adapter_for(agent.adapter)
         if not agent.server or not isinstance(adapter, OpencodeAdapter):
             return None
-        server = AgentServer(agent.name, adapter.server_argv(list(agent.argv)),
+        argv = list(agent.argv)
+        server = AgentServer(agent.name, adapter.server_argv(argv, agent.server_command),
                              cwd=self.paths.root, env=agent.env, port=agent.port,
-                             log_path=self.paths.ralph_dir / "logs" / "server.log")
+                             log_path=self.paths.ralph_dir / "logs" / "server.log",
+                             wait_s=agent.server_wait_seconds,
+                             fallback=(adapter.server_argv(argv) if agent.server_command == "web"
+                                       else None))
         ctx.server = (agent.name, await server.start())
         return server
+
+    async def _keep_server(self, ctx: LoopContext, emit: EventSink) -> None:
+        """Before an iteration: a run's agent server that ended (an agent told to `pkill` the
+        loop's children, say) is recorded and started again, so that the run goes on."""
+        server = self._server
+        if server is None or server.alive:
+            return
+        code = server.exit_code
+        emit("agent.server_restarted", {"agent": server.name, "exit_code": code,
+                                        "reason": f"its server ended (exit {code})"})
+        log.warning("agent %s: its server ended (exit %s); starting it again", server.name, code)
+        await server.stop()  # what it left in its group or below it
+        url = await server.start()
+        ctx.server = (server.name, url)
+        if ctx.state.active_run is not None:
+            ctx.state.active_run.server_pgid = server.pgid
+            ctx.save()
 
     def _finish_run(self, ctx: LoopContext, emit: EventSink, reason: StopReason, message: str,
                     iterations: int | None, outcome: RunOutcome | None = None) -> None:

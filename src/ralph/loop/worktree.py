@@ -29,7 +29,7 @@ def project_files(config: Config) -> set[str]:
     """Ralph's own files in the project: what `ralph init` writes and the loop edits."""
     files = config.files
     names = {CONFIG_FILE, files.prd, files.progress, files.agents, files.prompt, files.plan,
-             files.general, files.judge, files.review, files.feedback, ".gitignore",
+             files.general, files.judge, files.review, files.feedback, files.nu, ".gitignore",
              config.judge.prompt, config.review.prompt,
              *(config.role_prompt(role) for role in WORKFLOW_ROLES)}
     return {n for n in names if n}

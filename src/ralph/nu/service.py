@@ -1,0 +1,136 @@
+"""Named sessions (`ralph nu`): the loop service run on a session instead of a PRD.
+
+What `ralph nu` adds to the loop is set up here, for every face: the name checked, the spec
+and the prompt read, the agent made to run attached to one long-lived server (opencode's
+`web`, else `serve`) on the session's port with the session's model, and the plan
+(ralph.nu.plan) that makes the session the loop's one task. The loop does the rest: gates,
+commits, events, pause and stop, rate limits, and verifying a completion claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ralph.agents import adapter_for
+from ralph.agents.opencode import OpencodeAdapter
+from ralph.config import AgentConfig, Config, load_config
+from ralph.errors import RalphError
+from ralph.loop.iteration import ralph_command
+from ralph.loop.models import NO_ITERATION_LIMIT
+from ralph.loop.service import LoopService
+from ralph.notes import check_session
+from ralph.nu.plan import NuPlan, PromptParts
+from ralph.nu.record import claim_completion, read_record
+from ralph.scaffold import template
+
+if TYPE_CHECKING:
+    from ralph.loop.events import Observer
+    from ralph.store import Frame, Store
+
+DEFAULT_SPEC = "./specs/SPEC.md"
+DEFAULT_MODEL = "anthropic/claude-sonnet-4-5"  # opencode's, as the specification has it
+DEFAULT_PORT = 4096
+DEFAULT_AGENT = "opencode"
+
+
+class NuError(RalphError):
+    """A named session that cannot start as asked (a missing spec, say)."""
+
+
+@dataclass(frozen=True)
+class NuOptions:
+    """What `ralph nu` was asked for (None: the default)."""
+
+    name: str
+    prompt: str | None = None  # replaces the template
+    spec: str = DEFAULT_SPEC
+    model: str | None = None
+    iterations: int = 0
+    port: int = DEFAULT_PORT
+    agent: str = DEFAULT_AGENT
+
+
+@dataclass(frozen=True)
+class NuSetup:
+    """A session ready to run: its plan, and the loop service that runs it."""
+
+    plan: NuPlan
+    service: LoopService
+    max_iterations: int
+    server_port: int | None  # the agent's server's, when it runs attached to one
+
+
+def check_name(name: str) -> str:
+    """The session name, if it can be a part of the session's topics (NoteError if not)."""
+    return check_session(name)
+
+
+def prepare(root: Path, options: NuOptions, store: Store, *,
+            observer: Observer | None = None) -> NuSetup:
+    """Everything `ralph nu` checks before anything starts, then the loop service for it."""
+    check_name(options.name)
+    if options.iterations < 0:
+        raise NuError("iterations must be 0 (until verified complete) or more")
+    config = load_config(root)
+    text = options.prompt if options.prompt is not None else _template(root, config)
+    spec_path = Path(options.spec)
+    spec = ""
+    if "{spec}" in text:
+        full = spec_path if spec_path.is_absolute() else root / spec_path
+        try:
+            spec = full.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise NuError(f"spec file {options.spec} not found: write the session's spec "
+                          "there, or name it with --spec") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise NuError(f"cannot read spec file {options.spec}: {exc}") from None
+    config, port = _session_agent(config, options)
+    plan = NuPlan(options.name, store, PromptParts(text, spec, options.spec, ralph_command()))
+    service = LoopService(root, config=config, store=store, observer=observer, plan=plan)
+    return NuSetup(plan, service, options.iterations or NO_ITERATION_LIMIT, port)
+
+
+def _template(root: Path, config: Config) -> str:
+    """PROMPT_nu.md (files.nu) if the project has one, else Ralph's built-in template."""
+    path = root / config.files.nu
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return template("PROMPT_nu.md")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NuError(f"cannot read {config.files.nu}: {exc}") from None
+
+
+def _session_agent(config: Config, options: NuOptions) -> tuple[Config, int | None]:
+    """The configuration with the session's agent set up: opencode runs attached to one
+    server (`web`, or `serve` where there is no `web`) on the session's port; the model,
+    when given, reaches any agent. The port of that server, if any."""
+    resolved = config.agent(options.agent)  # ConfigError for an unknown agent
+    section = config.agents.get(options.agent, AgentConfig())
+    update: dict[str, object] = {}
+    opencode = isinstance(adapter_for(resolved.adapter), OpencodeAdapter)
+    if options.model is not None:
+        update["model"] = options.model
+    elif opencode and section.model is None:
+        update["model"] = DEFAULT_MODEL
+    if opencode:
+        update |= {"server": True, "port": options.port, "server_command": "web"}
+    if not update:
+        return config, None
+    agents = {**config.agents, options.agent: section.model_copy(update=update)}
+    loop = config.loop.model_copy(update={"default_agent": options.agent})
+    return (config.model_copy(update={"agents": agents, "loop": loop}),
+            options.port if opencode else None)
+
+
+def claim(store: Store, name: str) -> Frame:
+    """`ralph nu done`: the running iteration's claim that every task of the session is
+    done (NuError when no iteration of the session is running)."""
+    check_name(name)
+    running = read_record(store, name).running
+    if running is None:
+        raise NuError(f"no iteration of session {name!r} is running: a completion claim "
+                      "counts only when made during one (Ralph checks it when it ends)")
+    return claim_completion(store, name, running)
