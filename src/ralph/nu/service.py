@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from ralph.agents import adapter_for
 from ralph.agents.opencode import OpencodeAdapter
+from ralph.agents.server import port_taken
 from ralph.config import AgentConfig, Config, load_config
 from ralph.errors import RalphError
 from ralph.loop.iteration import ralph_command
 from ralph.loop.models import NO_ITERATION_LIMIT
-from ralph.loop.service import LoopService
+from ralph.loop.service import LoopService, check_program
 from ralph.notes import check_session
 from ralph.nu.plan import NuPlan, PromptParts
 from ralph.nu.record import claim_completion, read_record
@@ -87,6 +88,11 @@ def prepare(root: Path, options: NuOptions, store: Store, *,
         except (OSError, UnicodeDecodeError) as exc:
             raise NuError(f"cannot read spec file {options.spec}: {exc}") from None
     config, port = _session_agent(config, options)
+    # What the run would find first, found before anything is printed or started.
+    check_program(config.agent(options.agent))
+    if port is not None and port_taken(port):
+        raise NuError(f"port {port} is already in use on 127.0.0.1: stop what listens there, "
+                      "or choose another with --port")
     plan = NuPlan(options.name, store, PromptParts(text, spec, options.spec, ralph_command()))
     service = LoopService(root, config=config, store=store, observer=observer, plan=plan)
     return NuSetup(plan, service, options.iterations or NO_ITERATION_LIMIT, port)
@@ -111,10 +117,15 @@ def _session_agent(config: Config, options: NuOptions) -> tuple[Config, int | No
     section = config.agents.get(options.agent, AgentConfig())
     update: dict[str, object] = {}
     opencode = isinstance(adapter_for(resolved.adapter), OpencodeAdapter)
-    if options.model is not None:
-        update["model"] = options.model
-    elif opencode and section.model is None:
-        update["model"] = DEFAULT_MODEL
+    model = options.model
+    if model is None and opencode and section.model is None:
+        model = DEFAULT_MODEL
+    if model is not None:
+        update["model"] = model
+        # A model reaches an agent's own command line only through the adapter's default
+        # one; opencode's flag is known, so a command line of the user's gets it too.
+        if opencode and section.argv and not {"--model", "-m"} & set(section.argv):
+            update["argv"] = [*section.argv, "--model", model]
     if opencode:
         update |= {"server": True, "port": options.port, "server_command": "web"}
     if not update:
