@@ -47,7 +47,7 @@ print(json.dumps({"type": "text", "sessionID": "s", "part": {"text": title}}), f
 sys.exit(main(["--plan", os.environ["FAKE_NU_PLAN"]]))
 """
 SPEC = "# Spec\n\n- Task A\n"
-TWO_ITERATIONS = [{"notes": [["remaining", "Task A"]]},
+TWO_ITERATIONS: list[dict[str, object]] = [{"notes": [["remaining", "Task A"]]},
                   {"take": True, "finish": True, "write": {"a.txt": "a"}, "done": True}]
 
 

@@ -216,8 +216,8 @@ def state_lines(store: Store, name: str) -> list[str]:
                 f"from iteration #{record.last + 1}" if record.last else "new")]
     for n in sorted(record.completed)[-5:]:
         meta = record.completed[n].meta
-        lines.append(f"  #{n} {meta.get('status')} ({meta.get('loop_status', '?')})"
-                     + (f": {meta['reason']}" if meta.get("reason") else ""))
+        verdict = "verified complete" if meta.get("verified") else meta.get("reason")
+        lines.append(f"  #{n} {meta.get('status')}" + (f": {verdict}" if verdict else ""))
     notes = list_notes(store, session=name)
     still = {n.id for n in open_notes(notes)}
     for kind, group in group_by_type(notes).items():

@@ -425,7 +425,7 @@ class Iteration:
         ctx, task = self.ctx, rec.task
         task_state = ctx.state.task(task.id)
         if ctx.plan is not None:
-            self._settle_session(ctx.plan, tracker, rec)
+            self._settle_session(ctx.plan, rec)
         elif rec.verified:
             # Done: nothing of it is needed any more (its attempts are in .ralph/attempts),
             # and state.json, written several times an iteration, stays small.
@@ -452,7 +452,7 @@ class Iteration:
         await self._commit(rec)
         rec.repo_clean = await self._repo_clean(rec)
 
-    def _settle_session(self, plan: SessionPlan, tracker: Tracker, rec: _Record) -> None:
+    def _settle_session(self, plan: SessionPlan, rec: _Record) -> None:
         """A named session is one long task: an iteration that claimed nothing is not a
         failed attempt (it did one of the spec's tasks), and nothing is ever blocked (the
         iteration limit, the no-progress streak, budgets and stop end it). A claim is
@@ -469,8 +469,7 @@ class Iteration:
             self.emit("task.done", {"task_id": rec.task.id, "title": rec.task.title,
                                     "attempt_id": rec.attempt_id})
             return
-        if rec.claimed:
-            self._reopen(tracker, [rec.task], rec.reason or "not verified")
+        # A rejected claim needs no reopening: the rejection frame is its record.
         told = rec.claimed or rec.gates_ok is False or rec.protected or (
             rec.outcome is not None and rec.outcome.status != "ok")
         notes = self._notes_for_next_attempt(rec) if told else []

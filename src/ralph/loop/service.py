@@ -84,6 +84,8 @@ STARTING_WAIT_S = 5.0  # a stop or pause waits this long for a run that is start
 LIFE_SLACK_NS = 3_000_000_000
 NO_GATES_WARNING = ("no gates are configured ([gates] commands in ralph.toml): a ticked box "
                     "is then the only evidence that a task is done")
+NO_GATES_SESSION_WARNING = ("no gates are configured ([gates] commands in ralph.toml): the "
+                            "session's notes are then the only evidence that it is done")
 
 
 def seconds_since(ts: str | None) -> float:
@@ -521,6 +523,10 @@ class LoopService:
     def _warn_at_start(self, emit: EventSink) -> None:
         """What the user should know before the first iteration: no gates (a ticked box is
         then the only evidence), PRD lines that look like tasks but are not read as such."""
+        if self.plan is not None:  # a named session has no PRD
+            if not self.config.gates.commands:
+                emit("loop.warning", {"message": NO_GATES_SESSION_WARNING})
+            return
         if not self.config.gates.commands:
             emit("loop.warning", {"message": NO_GATES_WARNING})
         for message in prd_warnings(self.paths, self.config):
