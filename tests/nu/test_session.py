@@ -13,8 +13,9 @@ import pytest
 
 from ralph.loop import RunOutcome
 from ralph.notes import NoteError, add_note, list_notes, open_notes
-from ralph.nu.record import read_record
-from ralph.nu.service import NuError, NuOptions, claim, prepare
+from ralph.nu.errors import NuError
+from ralph.nu.record import claim, read_record
+from ralph.nu.service import NuOptions, prepare
 from ralph.store import Frame, Store
 from tests.loop.conftest import git, new_repository
 

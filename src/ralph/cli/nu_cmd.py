@@ -97,7 +97,7 @@ def done(
     from ralph.cli.storeopen import open_store
     from ralph.errors import RalphError
     from ralph.notes import NoteError
-    from ralph.nu.service import claim
+    from ralph.nu.record import claim
 
     try:
         with open_store(store, create=True) as opened:

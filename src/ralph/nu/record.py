@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ralph.notes import check_session, session_stream
+from ralph.nu.errors import NuError
 
 if TYPE_CHECKING:
     from ralph.store import Frame, Store
@@ -120,3 +121,13 @@ def log_verdict(store: Store, name: str, n: int, accepted: bool, reason: str | N
     if not accepted:
         meta["reason"] = reason or "not verified"
     return store.append(control_topic(name), meta, stream=session_stream(name))
+
+
+def claim(store: Store, name: str) -> Frame:
+    """`ralph nu done`: the running iteration's claim that every task of the session is
+    done (NuError when no iteration of the session is running)."""
+    running = read_record(store, name).running
+    if running is None:
+        raise NuError(f"no iteration of session {name!r} is running: a completion claim "
+                      "counts only when made during one (Ralph checks it when it ends)")
+    return claim_completion(store, name, running)

@@ -17,27 +17,22 @@ from ralph.agents import adapter_for
 from ralph.agents.opencode import OpencodeAdapter
 from ralph.agents.server import port_taken
 from ralph.config import AgentConfig, Config, load_config
-from ralph.errors import RalphError
 from ralph.loop.iteration import ralph_command
 from ralph.loop.models import NO_ITERATION_LIMIT
 from ralph.loop.service import LoopService, check_program
 from ralph.notes import check_session
+from ralph.nu.errors import NuError
 from ralph.nu.plan import NuPlan, PromptParts
-from ralph.nu.record import claim_completion, read_record
 from ralph.scaffold import template
 
 if TYPE_CHECKING:
     from ralph.loop.events import Observer
-    from ralph.store import Frame, Store
+    from ralph.store import Store
 
 DEFAULT_SPEC = "./specs/SPEC.md"
 DEFAULT_MODEL = "anthropic/claude-sonnet-4-5"  # opencode's, as the specification has it
 DEFAULT_PORT = 4096
 DEFAULT_AGENT = "opencode"
-
-
-class NuError(RalphError):
-    """A named session that cannot start as asked (a missing spec, say)."""
 
 
 @dataclass(frozen=True)
@@ -135,13 +130,3 @@ def _session_agent(config: Config, options: NuOptions) -> tuple[Config, int | No
     return (config.model_copy(update={"agents": agents, "loop": loop}),
             options.port if opencode else None)
 
-
-def claim(store: Store, name: str) -> Frame:
-    """`ralph nu done`: the running iteration's claim that every task of the session is
-    done (NuError when no iteration of the session is running)."""
-    check_name(name)
-    running = read_record(store, name).running
-    if running is None:
-        raise NuError(f"no iteration of session {name!r} is running: a completion claim "
-                      "counts only when made during one (Ralph checks it when it ends)")
-    return claim_completion(store, name, running)
