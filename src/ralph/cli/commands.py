@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "company": ("ralph.cli.company_cmd", "app"),
     "workflow": ("ralph.cli.workflow_cmd", "app"),
     "nu": ("ralph.cli.nu_cmd", "app"),
+    "xs": ("ralph.cli.xs_cmd", "app"),
 }
 
 

@@ -39,7 +39,7 @@ def nu(
     prompt: Annotated[str | None, typer.Option(
         "--prompt", "-p", metavar="TEXT",
         help="A prompt of your own instead of PROMPT_nu.md (also read from a pipe on "
-             "stdin); {spec}, {store}, {name} and {iteration} are filled in.")] = None,
+             "stdin), with the template's placeholders filled in.")] = None,
     spec: Annotated[str, typer.Option(
         "--spec", "-s", metavar="PATH", help="The spec file.")] = "./specs/SPEC.md",
     model: Annotated[str | None, typer.Option(
