@@ -114,7 +114,7 @@ async def test_a_server_that_does_not_start_is_a_clear_error(
     monkeypatch.setenv("FAKE_SERVE_FAIL", "1")
     service = opencode_project.service()
     try:
-        with pytest.raises(AgentError, match="its server exited with 3"):
+        with pytest.raises(AgentError, match=r"its server \(`\S+ serve`\) exited with 3"):
             await service.run()
     finally:
         await service.aclose()

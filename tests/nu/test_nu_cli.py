@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -134,7 +135,8 @@ def test_resuming_shows_the_state_and_continues_the_numbering(nu: Nu) -> None:
     result = nu.nu("-i", "1")
     assert result.code == 0, result
     assert "Session demo: 1 iteration so far, continuing from iteration #2" in result.err
-    assert "  remaining:\n" in result.err and "Task A" in result.err
+    assert "\nremaining (1)\n" in result.err and "iteration 1  " in result.err
+    assert re.search(r"\[[0-9a-z]{25}\] Task A\n", result.err), result.err
     assert "demo - Iteration #2...\n" in result.err
     titles = [c[c.index("--title") + 1] for c in nu.calls() if c[1] == "run"]
     assert titles == ["demo - Iteration #1", "demo - Iteration #2"]
@@ -183,17 +185,32 @@ def test_an_agent_that_kills_the_loops_children_is_survived(nu: Nu) -> None:
     assert restarted and restarted[0]["agent"] == "opencode"
 
 
-def test_ctrl_c_cleans_up_and_exits_130(nu: Nu) -> None:
-    nu.plan([{"notes": [["remaining", "Task A"]], "sleep": 300}])
+def start_session(nu: Nu) -> subprocess.Popen[bytes]:
+    """`ralph nu` in the background, once its first iteration's agent runs."""
     proc = subprocess.Popen([*WITH_SIGINT, *RALPH, "nu", "--name", "demo", "--port",
                              str(nu.port)], cwd=nu.root, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
+    deadline = time.monotonic() + 60
     try:
-        deadline = time.monotonic() + 60
-        while not any(c[1] == "run" for c in nu.calls()):
+        while not (nu.root / "claimed").exists():  # the plan's step writes it, then sleeps
             assert time.monotonic() < deadline and proc.poll() is None, nu.calls()
             time.sleep(0.05)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc
+
+
+SLEEPER = [{"notes": [["remaining", "Task A"]], "done": True, "write": {"claimed": ""},
+            "sleep": 300}]
+
+
+def test_ctrl_c_cleans_up_and_exits_130(nu: Nu) -> None:
+    nu.plan(SLEEPER)
+    proc = start_session(nu)
+    try:
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -205,8 +222,51 @@ def test_ctrl_c_cleans_up_and_exits_130(nu: Nu) -> None:
     assert "Cleaning up background jobs...\n" in text and "Traceback" not in text
     assert out == b""
     with nu.store() as store:
-        stopped = read_record(store, "demo").completed[1].meta
+        record = read_record(store, "demo")
+    stopped = record.completed[1].meta
     assert (stopped["status"], stopped["loop_status"]) == ("failure", "stopped")
+    # The claim made before the stop was never verified: rejected, and nothing reopened.
+    assert record.rejected[1] == "the iteration ended before its claim was verified (stopped)"
+    assert "reopened" not in (nu.root / "progress.md").read_text()
+
+
+def test_a_killed_session_is_recorded_and_goes_on(nu: Nu) -> None:
+    nu.plan([*SLEEPER, {"notes": [["learning", "after"]]}])
+    proc = start_session(nu)
+    os.kill(proc.pid, signal.SIGKILL)  # its guard ends the agent and the server
+    proc.communicate(timeout=60)
+    late = run_ralph("nu", "done", "--name", "demo", cwd=nu.root)
+    assert_error(late, "no iteration of session 'demo' is running")
+    result = nu.nu("-i", "1")
+    assert result.code == 0, result
+    with nu.store() as store:
+        record = read_record(store, "demo")
+    dead = record.completed[1].meta
+    assert (dead["status"], dead["loop_status"]) == ("failure", "interrupted")
+    assert sorted(record.completed) == [1, 2] and 1 not in record.accepted
+
+
+def test_a_relative_store_from_a_subdirectory(nu: Nu, tmp_path: Path) -> None:
+    nu.plan(TWO_ITERATIONS)
+    (nu.root / "sub").mkdir()
+    result = run_ralph("nu", "-n", "demo", "--port", str(nu.port), "--store", "../../sess",
+                       cwd=nu.root / "sub", timeout=120)
+    assert result.code == 0, result
+    with Store(tmp_path / "sess") as store:  # the session's frames, the agent's notes too
+        assert read_record(store, "demo").accepted == {2}
+        assert not list(store.read(topic="run.started"))
+    with nu.store() as project:  # the loop's own record, where `ralph stop` looks
+        assert len(list(project.read(topic="run.started"))) == 1
+        assert not list(project.read(topic="ralph.*"))
+
+
+def test_changes_in_the_tree_are_refused_unless_allowed(nu: Nu) -> None:
+    nu.plan(TWO_ITERATIONS)
+    (nu.root / "stray.txt").write_text("mine")
+    refused = nu.nu()
+    assert refused.code == 1 and "--allow-dirty" in refused.err.splitlines()[-1], refused
+    assert nu.nu("--allow-dirty").code == 0
+    assert "stray.txt" in git(nu.root, "log", "--stat", "--format=%s", "-3")
 
 
 def test_bad_input(nu: Nu, tmp_path: Path) -> None:

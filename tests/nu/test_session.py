@@ -14,8 +14,9 @@ import pytest
 from ralph.loop import RunOutcome
 from ralph.notes import NoteError, add_note, list_notes, open_notes
 from ralph.nu.errors import NuError
+from ralph.nu.options import NuOptions
 from ralph.nu.record import claim, read_record
-from ralph.nu.service import NuOptions, prepare
+from ralph.nu.service import prepare, with_model
 from ralph.store import Frame, Store
 from tests.loop.conftest import git, new_repository
 
@@ -213,9 +214,9 @@ async def test_a_verified_session_stays_complete_until_a_note_reopens_it(
 async def test_a_claim_needs_a_running_iteration(session: Session) -> None:
     with session.store() as store:
         with pytest.raises(NuError, match="no iteration of session 'demo' is running"):
-            claim(store, "demo")
+            claim(store, "demo", session.root / ".ralph" / "loop.lock")
         with pytest.raises(NoteError, match="invalid session name"):
-            claim(store, "no spaces")
+            claim(store, "no spaces", session.root / ".ralph" / "loop.lock")
 
 
 @pytest.mark.parametrize(("options", "error", "match"), [
@@ -236,3 +237,29 @@ def test_a_custom_prompt_without_spec_needs_no_spec_file(session: Session) -> No
         setup = prepare(session.root, NuOptions(name="x", spec="none.md", agent="fake",
                                                 prompt="Just {name}"), store)
         setup.service.close()
+
+
+async def test_a_verdict_the_agent_appends_itself_counts_for_nothing(session: Session) -> None:
+    session.plan({**BREAK_DOWN, "finish_all": True, "forge": True}, {"notes": []})
+    outcome = await session.run(iterations=1)
+    assert (outcome.reason, outcome.iterations) == ("max_iterations", 1), outcome
+    with session.store() as store:
+        assert read_record(store, "demo").accepted == {1}  # the forged frame, ignored
+    # Nor in a later run: the loop's own record of the iteration says it was not verified.
+    again = await session.run(iterations=1)
+    assert (again.reason, again.iterations) == ("max_iterations", 1)
+
+
+def test_the_model_replaces_the_one_an_opencode_command_line_names() -> None:
+    assert with_model(["opencode", "run"], "a/b") == ["opencode", "run", "--model", "a/b"]
+    assert with_model(["opencode", "run", "-m", "x/y", "-q"], "a/b") == [
+        "opencode", "run", "-m", "a/b", "-q"]
+    assert with_model(["opencode", "--model=x/y"], "a/b") == ["opencode", "--model=a/b"]
+
+
+def test_a_model_that_cannot_reach_a_command_agent_is_said(session: Session) -> None:
+    with session.store() as store:
+        setup = prepare(session.root, NuOptions(name="x", agent="fake", model="a/b"), store)
+        setup.service.close()
+    assert setup.warnings == ["--model does not reach agent 'fake': its command line is its "
+                              "own ([agents.fake] argv in ralph.toml)"]

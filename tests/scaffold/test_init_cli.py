@@ -26,7 +26,7 @@ def test_init_prints_one_line_per_path(cli: RunCli, project: Path) -> None:
     assert "created .ralph/store/" in lines
     assert lines[-2] == "created .gitignore"
     assert lines[-1] == NO_GATE
-    assert len(lines) == 23
+    assert len(lines) == 24
     assert result.err == f"warning: {project} {NOT_GIT}\n"
     assert load_config(project).files.prd == "PRD.md"
 

@@ -46,7 +46,7 @@ DirtyOption = Annotated[bool, typer.Option(
                           "first, on their own.")]
 
 
-class _Stop:
+class StopSignal:
     """Which signal stopped the command, if any (SIGHUP exits 129, the others 130)."""
 
     def __init__(self) -> None:
@@ -65,7 +65,7 @@ def _service(quiet: bool, verbose: bool) -> tuple[LoopService, RunDisplay | None
     return LoopService(find_project_root(), observer=display), display
 
 
-def _drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: _Stop, *,
+def drive(service: LoopService, work: Callable[[], Awaitable[T]], stop: StopSignal, *,
            on_signal: Callable[[], None] | None = None) -> T:
     """Run `work` with Ctrl-C, SIGTERM and SIGHUP turned into a stop request (a second
     Ctrl-C interrupts at once); `on_signal` is called at the first. After SIGHUP the
@@ -118,7 +118,7 @@ def _detach(fds: list[int]) -> None:
 
 def _with_service(quiet: bool, verbose: bool,
                   work: Callable[[LoopService], Awaitable[T]],
-                  stop: _Stop) -> tuple[T, RunDisplay | None]:
+                  stop: StopSignal) -> tuple[T, RunDisplay | None]:
     """Open the loop service, run `work` on it (Ctrl-C = stop), close it; the result and
     the display. A RalphError becomes one `error:` line (unless the display showed it) and
     exit code 2 (NothingToDo is left to the caller)."""
@@ -130,7 +130,7 @@ def _with_service(quiet: bool, verbose: bool,
         error_line(str(exc))
         raise typer.Exit(EXIT_ERROR) from None
     try:
-        return _drive(service, lambda: work(service), stop), display
+        return drive(service, lambda: work(service), stop), display
     except NothingToDo:
         raise
     except RalphError as exc:
@@ -155,7 +155,7 @@ def step(agent: AgentOption = None, json: JsonOption = False, quiet: QuietOption
 
     from ralph.loop import NothingToDo
 
-    stop = _Stop()
+    stop = StopSignal()
     try:
         result, _ = _with_service(quiet, verbose, lambda s: s.step(
             agent, require_clean=require_clean, allow_dirty=allow_dirty), stop)
@@ -183,7 +183,7 @@ def run(agent: AgentOption = None,
     error, 130 stopped (Ctrl-C, SIGTERM, `ralph stop`), 129 the terminal closed (SIGHUP)."""
     from ralph.cli.render import summary_table
 
-    stop = _Stop()
+    stop = StopSignal()
     outcome, display = _with_service(quiet, verbose, lambda s: s.run(
         agent, max_iterations, require_clean=require_clean, allow_dirty=allow_dirty), stop)
     if outcome.reason == "error" and (display is None or not display.showed(outcome.message)):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from ralph.cli.output import terminal_safe, write_json
 from ralph.cli.storeopen import open_store
@@ -27,12 +28,14 @@ def show_notes(note_type: str | None, name: str | None, as_json: bool,
     print_notes(notes, {(note.session, note_id) for note in every for note_id in note.resolves})
 
 
-def print_notes(notes: list[Note], settled: set[tuple[str, str]] | None = None) -> None:
+def print_notes(notes: list[Note], settled: set[tuple[str, str]] | None = None, *,
+                out: TextIO | None = None, ids: bool = False) -> None:
     """Notes grouped by type, in the order of the types: plain lines, the types in bold on a
-    terminal (no Rich console: its import was a third of this command's start-up)."""
+    terminal (no Rich console: its import was a third of this command's start-up); `ids`:
+    each note's id too (for an agent to resolve it)."""
     from ralph.cli.texttable import styled, uses_colour
 
-    out = sys.stdout
+    out = out or sys.stdout
     if not notes:
         out.write("no notes\n")
         return
@@ -48,7 +51,8 @@ def print_notes(notes: list[Note], settled: set[tuple[str, str]] | None = None) 
             who = f"{terminal_safe(note.session)} " if len(sessions) > 1 else ""
             text = terminal_safe(note.text.strip())
             mark = " (resolved)" if (note.session, note.id) in settled else ""
+            known = f"[{note.id}] " if ids else ""
             lines.append(f"  {note.ts[:19].replace('T', ' ')}  {who}{where:<12} "
-                         f"{text}{mark}")
+                         f"{known}{text}{mark}")
     out.write("\n".join(lines) + "\n")
     out.flush()

@@ -4,6 +4,8 @@ prints and maps outcomes to exit codes."""
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,14 +13,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ralph.cli.helpfmt import HelpCommand, at_least
+from ralph.cli.loop_cmd import CleanOption, DirtyOption, QuietOption, VerboseOption
 from ralph.cli.options import StoreOption
 from ralph.cli.output import error_line
+from ralph.nu.options import DEFAULT_AGENT, DEFAULT_MODEL, DEFAULT_PORT, DEFAULT_SPEC, NuOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ralph.cli.display import RunDisplay
-    from ralph.nu.plan import NuPlan
+    from ralph.nu.service import NuSetup
     from ralph.store import Frame, Store
 
 EXIT_OK = 0  # verified complete, or the iterations asked for were run
@@ -41,25 +45,25 @@ def nu(
         help="A prompt of your own instead of PROMPT_nu.md (also read from a pipe on "
              "stdin), with the template's placeholders filled in.")] = None,
     spec: Annotated[str, typer.Option(
-        "--spec", "-s", metavar="PATH", help="The spec file.")] = "./specs/SPEC.md",
+        "--spec", "-s", metavar="PATH", help="The spec file.")] = DEFAULT_SPEC,
     model: Annotated[str | None, typer.Option(
         "--model", "-m", metavar="MODEL",
-        help="The model the agent uses (opencode: anthropic/claude-sonnet-4-5 unless its "
-             "ralph.toml section names one).")] = None,
+        help=f"The model the agent uses (opencode: {DEFAULT_MODEL} unless its ralph.toml "
+             "section names one).")] = None,
     iterations: Annotated[int, typer.Option(
         "--iterations", "-i", metavar="N", callback=at_least(0),
         help="Iterations to run; 0 = until the session is verified complete.")] = 0,
     port: Annotated[int, typer.Option(
         "--port", metavar="PORT", callback=at_least(1, 65535),
-        help="The port of opencode's server.")] = 4096,
+        help="The port of opencode's server.")] = DEFAULT_PORT,
     store: StoreOption = None,
     agent: Annotated[str, typer.Option(
         "--agent", metavar="NAME",
-        help="The agent: a ralph.toml [agents.<name>] or a built-in one.")] = "opencode",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Show nothing while it runs.")
-                     ] = False,
-    verbose: Annotated[bool, typer.Option(
-        "--verbose", "-v", help="Show tool results, reasoning and agent details too.")] = False,
+        help="The agent: a ralph.toml [agents.<name>] or a built-in one.")] = DEFAULT_AGENT,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    require_clean: CleanOption = False,
+    allow_dirty: DirtyOption = False,
 ) -> None:
     """Run the named session NAME: each iteration a fresh agent on the spec, attached to one
     opencode server (`opencode run --attach URL --title "NAME - Iteration #N"`), its notes
@@ -78,11 +82,12 @@ def nu(
         check_session(name)
     except NoteError as exc:
         raise typer.BadParameter(str(exc), param_hint="'--name' / '-n'") from None
-    if prompt is None and not sys.stdin.isatty():
-        piped = _piped_prompt()
-        prompt = piped or None
-    raise typer.Exit(_run(name, prompt, spec, model, iterations, port, store, agent,
-                          quiet, verbose))
+    if prompt is None and _piped():
+        prompt = _piped_prompt() or None
+    options = NuOptions(name=name, prompt=prompt, spec=spec, model=model,
+                        iterations=iterations, port=port, agent=agent,
+                        require_clean=require_clean, allow_dirty=allow_dirty)
+    raise typer.Exit(_run(options, store, quiet, verbose))
 
 
 @app.command(cls=HelpCommand)
@@ -96,12 +101,15 @@ def done(
     blocked note is open and the gates pass; otherwise the next iteration is told why."""
     from ralph.cli.storeopen import open_store
     from ralph.errors import RalphError
+    from ralph.loop.paths import ProjectPaths
     from ralph.notes import NoteError
     from ralph.nu.record import claim
+    from ralph.project import find_project_root
 
     try:
+        lock = ProjectPaths(find_project_root()).lock
         with open_store(store, create=True) as opened:
-            frame = claim(opened, name)
+            frame = claim(opened, name, lock)
     except NoteError as exc:
         raise typer.BadParameter(str(exc), param_hint="'--name' / '-n'") from None
     except RalphError as exc:
@@ -113,6 +121,16 @@ def done(
           "gates pass)")
 
 
+def _piped() -> bool:
+    """stdin is a pipe or a file (`echo ... | ralph nu`, `ralph nu < prompt.txt`): a
+    terminal, /dev/null or a socket is no prompt."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
 def _piped_prompt() -> str:
     try:
         return sys.stdin.buffer.read().decode("utf-8").strip()
@@ -121,39 +139,38 @@ def _piped_prompt() -> str:
         raise typer.Exit(EXIT_USAGE) from None
 
 
-def _run(name: str, prompt: str | None, spec: str, model: str | None, iterations: int,
-         port: int, store: Path | None, agent: str, quiet: bool, verbose: bool) -> int:
+def _run(options: NuOptions, store: Path | None, quiet: bool, verbose: bool) -> int:
     from rich.console import Console
 
     from ralph.cli.display import RunDisplay
-    from ralph.cli.loop_cmd import _drive, _Stop
-    from ralph.cli.storeopen import open_store
+    from ralph.cli.loop_cmd import StopSignal, drive
     from ralph.errors import RalphError
-    from ralph.nu.service import NuOptions, prepare
-    from ralph.project import find_project_root
+    from ralph.nu.service import prepare
+    from ralph.project import find_project_root, store_path
+    from ralph.store import Store
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    options = NuOptions(name=name, prompt=prompt, spec=spec, model=model,
-                        iterations=iterations, port=port, agent=agent)
-    stop = _Stop()
+    stop = StopSignal()
     try:
         root = find_project_root()
-        opened = open_store(store, create=True)
+        # Absolute: the agent runs in the project root, wherever this was started.
+        opened = Store(store_path(store).resolve(), create=False)
     except RalphError as exc:
         error_line(str(exc))
         return EXIT_FAILED
     view = _NuView(console, None if quiet else RunDisplay(console, verbose=verbose))
     try:
         setup = prepare(root, options, opened, observer=view)
-        view.plan = setup.plan
-        view.port = setup.server_port
+        view.setup = setup
         if not quiet:
-            console.print(f"Store: {opened.path} (embedded: no server to start)")
+            for warning in setup.warnings:
+                console.print(f"warning: {warning}", markup=False)
+            console.print(f"Store: {opened.path} (embedded: no server to start)", markup=False)
             if setup.server_port is not None:
                 console.print(f"Starting opencode web on port {setup.server_port}...")
         try:
-            outcome = _drive(setup.service, lambda: setup.service.run(
-                agent, setup.max_iterations), stop, on_signal=lambda: console.print(CLEANING_UP))
+            outcome = drive(setup.service, lambda: setup.run(options), stop,
+                            on_signal=lambda: console.print(CLEANING_UP))
         finally:
             view.close()
             setup.service.close()
@@ -161,15 +178,13 @@ def _run(name: str, prompt: str | None, spec: str, model: str | None, iterations
         if view.display is None or not view.display.showed(str(exc)):
             error_line(str(exc))
         return EXIT_FAILED
-    except typer.Exit:
-        raise
     finally:
         opened.close()
     if outcome.reason == "stopped":
         return stop.exit_code
     if outcome.reason in ("complete", "max_iterations"):
         if not quiet:
-            console.print(outcome.message)
+            console.print(outcome.message, markup=False)
         return EXIT_OK
     if view.display is None or not view.display.showed(outcome.message):
         error_line(outcome.message)
@@ -183,20 +198,25 @@ class _NuView:
     def __init__(self, console: Console, display: RunDisplay | None) -> None:
         self.console = console
         self.display = display
-        self.plan: NuPlan | None = None
-        self.port: int | None = None
+        self.setup: NuSetup | None = None
 
     def __call__(self, frame: Frame) -> None:
-        if self.display is None:
+        setup = self.setup
+        if self.display is None or setup is None:
             return
-        plan = self.plan
-        if frame.topic == "run.started" and plan is not None:
-            if self.port is not None:
-                self.console.print(f"Web UI: http://localhost:{self.port}")
-            for line in state_lines(plan.store, plan.name):
-                self.console.print(line)
-        elif frame.topic == "iteration.started" and plan is not None and plan.current:
-            self.console.print(f"\n{plan.title(plan.current)}...")
+        plan = setup.plan
+        if frame.topic == "run.started":
+            if setup.server_port is not None:
+                url = f"http://localhost:{setup.server_port}"
+                if setup.service.server_command == "serve":  # no `web`: no UI of its own
+                    self.console.print(f"Server: {url} (opencode serve: this opencode has no "
+                                       "web command)")
+                else:
+                    self.console.print(f"Web UI: {url}")
+            self.console.file.write(state_text(plan.store, plan.name))
+            self.console.file.flush()
+        elif frame.topic == "iteration.started" and plan.current:
+            self.console.print(f"\n{plan.title(plan.current)}...", markup=False)
         self.display(frame)
 
     def close(self) -> None:
@@ -204,27 +224,33 @@ class _NuView:
             self.display.close()
 
 
-def state_lines(store: Store, name: str) -> list[str]:
+def state_text(store: Store, name: str) -> str:
     """The session's state as `ralph nu` shows it at start: its last iterations, and its
-    notes by type (open ones marked)."""
-    from ralph.notes import group_by_type, list_notes, open_notes
+    notes by type with their ids (settled ones marked)."""
+    import io
+
+    from ralph.cli.notes_view import print_notes
+    from ralph.cli.output import terminal_safe
+    from ralph.notes import list_notes
     from ralph.nu.record import read_record
 
     record = read_record(store, name)
-    lines = [f"Session {name}: "
-             + (f"{record.last} iteration{'s' if record.last != 1 else ''} so far, continuing "
-                f"from iteration #{record.last + 1}" if record.last else "new")]
+    last = record.last
+    if not last:
+        head = f"Session {name}: no iterations yet"
+    elif record.complete():
+        head = f"Session {name}: verified complete at iteration #{last}"
+    else:
+        head = (f"Session {name}: {last} iteration{'s' if last != 1 else ''} so far, "
+                f"continuing from iteration #{last + 1}")
+    lines = [head]
     for n in sorted(record.completed)[-5:]:
         meta = record.completed[n].meta
         verdict = "verified complete" if meta.get("verified") else meta.get("reason")
-        lines.append(f"  #{n} {meta.get('status')}" + (f": {verdict}" if verdict else ""))
+        lines.append(terminal_safe(f"  #{n} {meta.get('status')}"
+                                   + (f": {verdict}" if verdict else "")))
+    out = io.StringIO()
     notes = list_notes(store, session=name)
-    still = {n.id for n in open_notes(notes)}
-    for kind, group in group_by_type(notes).items():
-        lines.append(f"  {kind}:")
-        for note in group:
-            mark = "" if note.id in still or kind not in ("remaining", "in_progress",
-                                                           "blocked") else " (resolved)"
-            text = " ".join(note.text.split())
-            lines.append(f"    - [{note.id}] {text[:200]}{mark}")
-    return lines
+    if notes:
+        print_notes(notes, out=out, ids=True)
+    return "\n".join(lines) + "\n" + out.getvalue()

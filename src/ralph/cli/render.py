@@ -292,6 +292,11 @@ class EventRenderer:
         return [Line(f"{_who(meta)}rate limited: {what} "
                      f"({terminal_safe(str(meta.get('reason', '')))})", "yellow", 1)]
 
+    def _on_agent_server_restarted(self, meta: dict[str, Any]) -> list[Line]:
+        agent = terminal_safe(str(meta.get("agent")))
+        return [Line(f"agent {agent}'s server ended (exit {meta.get('exit_code')}): started "
+                     "again", "yellow")]
+
     def _on_agent_finished(self, meta: dict[str, Any]) -> list[Line]:
         status = meta.get("status")
         if status not in ("ok", None):

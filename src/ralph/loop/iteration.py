@@ -141,9 +141,11 @@ class Iteration:
         self.emit = self.emit.tagged(iteration=iteration)  # every event of it says which
         started = now_ts()
         clock = time.monotonic()
+        # A session's iteration is known by its title (a recovery's commit message uses it).
+        title = plan.title(number) if plan is not None and number is not None else task.title
         ctx.state.in_flight = InFlight(iteration=iteration, iteration_id=f"{iteration:06d}",
                                        run_id=self.run_id, task_id=task.id,
-                                       task_title=task.title, attempt_id=attempt_id,
+                                       task_title=title, attempt_id=attempt_id,
                                        started_at=started, pid=_pid(),
                                        tracker_copy=tracker_copy)
         ctx.save(durable=False)  # a process that dies from here on leaves it to recover
@@ -314,8 +316,7 @@ class Iteration:
                "RALPH_STORE": str(self.ctx.store.path), "RALPH_PROJECT_ROOT": str(paths.root),
                "RALPH_ROLE": role}
         if self.ctx.plan is not None and rec.session_number is not None:
-            env |= {"RALPH_SESSION": self.ctx.plan.name,
-                    "RALPH_SESSION_ITERATION": str(rec.session_number)}
+            env |= self.ctx.plan.env(rec.session_number)
         return env
 
     def _attach(self) -> tuple[str, str] | None:
@@ -398,8 +399,9 @@ class Iteration:
         # The agent's work as staged (with its own commits): not what the gates made since.
         base = rec.before.head if rec.before is not None else None
         diff = await ctx.git.diff(base=base, max_bytes=DIFF_CHARS, cached=rec.stage_done)
+        context = ctx.plan.check_context() if ctx.plan is not None else ""
         prompt = (f"{template.rstrip()}\n\n## Task {task.id}: {task.title}\n\n"
-                  + "".join(f"- {a}\n" for a in task.acceptance)
+                  + "".join(f"- {a}\n" for a in task.acceptance) + context
                   + f"\n## The change\n\n```diff\n{diff}\n```\n")
         assert rec.context_dir is not None
         prompt_file = rec.context_dir / f"{role}_prompt.md"
@@ -659,6 +661,13 @@ class Iteration:
     def _reopen_unverified(self, tracker: Tracker, rec: _Record) -> None:
         """The iteration ends without a verdict: nothing it left marked done stands (the
         task verified before a later step failed, a commit say, keeps its verdict)."""
+        plan = self.ctx.plan
+        if plan is not None:  # a claim is a frame of its iteration: it gets its verdict
+            number = rec.session_number
+            if number is not None and not rec.verified and plan.claimed(number):
+                plan.judged(number, False, f"the iteration ended before its claim was "
+                                           f"verified ({rec.status})")
+            return
         keep = {rec.task.id} if rec.verified else set()
         try:
             ticked = tracker.snapshot().done_since(rec.tasks_before, keep)

@@ -30,6 +30,11 @@ class SessionPlan(Protocol):
         (recorded as started)."""
         ...
 
+    def env(self, number: int) -> dict[str, str]:
+        """What the agent of iteration `number` gets in its environment besides the loop's
+        (the session, its number, the session's store as RALPH_STORE)."""
+        ...
+
     def prompt(self, number: int, feedback: list[str]) -> str:
         """The prompt for the session's iteration `number`; `feedback`: what Ralph tells
         it about the last rejected claim or failed gates."""
@@ -37,6 +42,11 @@ class SessionPlan(Protocol):
 
     def title(self, number: int) -> str:
         """The title of iteration `number` in an attached agent server's session list."""
+        ...
+
+    def check_context(self) -> str:
+        """What a judge or reviewer of a completion claim is shown besides the change: the
+        spec and the session's notes (Markdown sections)."""
         ...
 
     def unsettled(self) -> str | None:
@@ -48,10 +58,19 @@ class SessionPlan(Protocol):
         """Whether notes were added to the session during iteration `number`."""
         ...
 
+    def claimed(self, number: int) -> bool:
+        """Whether completion was claimed during iteration `number`."""
+        ...
+
     def judged(self, number: int, accepted: bool, reason: str | None) -> None:
         """Record Ralph's verdict on the completion claimed in iteration `number`."""
         ...
 
     def finished(self, number: int, result: StepResult) -> None:
         """Iteration `number` ended (recorded as complete, with the loop's verdict)."""
+        ...
+
+    def interrupted(self, result: StepResult) -> None:
+        """The process running the session's last iteration died during it (found by the
+        next start): recorded as its end."""
         ...

@@ -130,6 +130,12 @@ class LoopService:
         self._server: AgentServer | None = None  # the active run's agent server
 
     @property
+    def server_command(self) -> str | None:
+        """The active run's agent server's command (`web`, `serve`), if it has one."""
+        server = self._server
+        return server.argv[1] if server is not None and len(server.argv) > 1 else None
+
+    @property
     def active_run_id(self) -> str | None:
         return self._active_run_id
 
@@ -437,6 +443,10 @@ class LoopService:
                                    receipts_dir=ctx.paths.ralph_dir / "receipts" / "_final" /
                                    run_id, emit=emit)
         failed = [r for r in receipts if not r.ok]
+        if failed and self.plan is not None:
+            return False, (f"session {self.plan.name} was verified complete, but gate "
+                           f"'{failed[0].command}' fails now (exit {failed[0].exit_code}): "
+                           "add a remaining note to give it work")
         if failed:
             return False, (f"every task is marked done, but gate '{failed[0].command}' fails "
                            f"(exit {failed[0].exit_code})")
@@ -473,7 +483,9 @@ class LoopService:
                 self.config = ctx.config = load_config(self.paths.root)
                 self._status_source = ctx.source = StatusSource(self.paths, self.config.files)
             resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
-            server = self._server = await self._start_server(ctx, resolved)
+            # A stop (Ctrl-C) while the server starts ends its start, not after it.
+            server = self._server = await self._until_stopped(
+                self._start_server(ctx, resolved))
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
                                          max_iterations=limit, started_at=now_ts(), mode=mode,
                                          server_pgid=server.pgid if server else None,
@@ -687,6 +699,11 @@ class LoopService:
                 reason=reason, agent_status=None, commit=commit, started_at=flight.started_at,
                 finished_at=finished, duration_seconds=0.0)
             emit("iteration.finished", result.model_dump(mode="json"))
+            if self.plan is not None:
+                try:
+                    self.plan.interrupted(result)
+                except (RalphError, OSError) as exc:
+                    log.warning("could not record the end of the session's iteration: %s", exc)
             state.last = last_iteration(result)
             state.in_flight = None
             kept = f"; its work is committed as {commit[:10]}" if commit else ""

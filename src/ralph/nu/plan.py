@@ -43,9 +43,15 @@ class NuPlan:
     def __init__(self, name: str, store: Store, parts: PromptParts) -> None:
         self.name = name
         self.store = store
+        # Absolute: the agent runs in the project root, wherever `ralph nu` was started.
+        self.store_path = Path(store.path).resolve()
         self.parts = parts
         self.current: int | None = None  # the session's iteration now running
         self._start_seq = 0  # its start frame's
+        # Ralph's verdicts on the claims of the iterations this process ran: only these
+        # count for them (an agent can append any frame to the store, a verdict too).
+        self._begun: set[int] = set()
+        self._verdicts: dict[int, bool] = {}
         self._tracker = SessionTracker(self)
 
     # -- SessionPlan ---------------------------------------------------------------------------
@@ -59,8 +65,13 @@ class NuPlan:
                           {"run_id": run_id, "iteration": iteration,
                            "iteration_id": f"{iteration:06d}"})
         self.current = number
+        self._begun.add(number)
         self._start_seq = frame.seq
         return number
+
+    def env(self, number: int) -> dict[str, str]:
+        return {"RALPH_SESSION": self.name, "RALPH_SESSION_ITERATION": str(number),
+                "RALPH_STORE": str(self.store_path)}
 
     def prompt(self, number: int, feedback: list[str]) -> str:
         told = ""
@@ -71,7 +82,7 @@ class NuPlan:
         if told and "{feedback}" not in template:  # the next prompt must say why
             template = template.rstrip() + "\n\n{feedback}\n"
         values = {"{name}": self.name, "{iteration}": str(number),
-                  "{store}": shlex.quote(str(self.store.path)), "{spec}": self.parts.spec,
+                  "{store}": shlex.quote(str(self.store_path)), "{spec}": self.parts.spec,
                   "{spec_path}": self.parts.spec_path, "{ralph}": self.parts.ralph,
                   "{notes}": notes_state(list_notes(self.store, session=self.name)),
                   "{feedback}": told}
@@ -79,6 +90,13 @@ class NuPlan:
 
     def title(self, number: int) -> str:
         return f"{self.name} - Iteration #{number}"
+
+    def check_context(self) -> str:
+        notes = notes_state(list_notes(self.store, session=self.name))
+        spec = self.parts.spec.strip() or f"(the spec is {self.parts.spec_path})"
+        return (f"\nThe task is the whole session `{self.name}`: every task of its spec done, "
+                f"as its notes record.\n\n## The spec\n\n{spec}\n\n"
+                f"## The session's notes\n\n{notes}\n")
 
     def unsettled(self) -> str | None:
         still = open_notes(list_notes(self.store, session=self.name))
@@ -93,17 +111,23 @@ class NuPlan:
         return any(True for _ in self.store.read(topic=f"ralph.{self.name}.note",
                                                  after_seq=self._start_seq, limit=1))
 
+    def claimed(self, number: int) -> bool:
+        return number in read_record(self.store, self.name).claims
+
     def judged(self, number: int, accepted: bool, reason: str | None) -> None:
+        self._verdicts[number] = accepted
         log_verdict(self.store, self.name, number, accepted, reason)
 
     def finished(self, number: int, result: StepResult) -> None:
         self.current = None
         log_complete(self.store, self.name, number,
                      "success" if result.agent_status == "ok" else "failure",
-                     {"run_id": result.run_id, "iteration": result.iteration,
-                      "iteration_id": result.iteration_id, "verified": result.verified,
-                      "loop_status": result.status, "reason": result.reason,
-                      "commit": result.commit})
+                     _loop_fields(result))
+
+    def interrupted(self, result: StepResult) -> None:
+        running = read_record(self.store, self.name).running
+        if running is not None:
+            log_complete(self.store, self.name, running, "failure", _loop_fields(result))
 
     # -- what the tracker asks -----------------------------------------------------------------
 
@@ -112,9 +136,17 @@ class NuPlan:
         it), or once the last iteration's claim was accepted and no note was opened since."""
         record = read_record(self.store, self.name)
         if self.current is not None:
-            claimed = self.current in record.claims and self.current not in record.rejected
+            judged = self._verdicts.get(self.current)
+            claimed = self.current in record.claims and judged is not False
             return "done" if claimed else "open"
-        if record.complete() and not open_notes(list_notes(self.store, session=self.name)):
+        last = record.last
+        if last in self._begun:
+            accepted = self._verdicts.get(last) is True
+        else:  # an earlier run's: its verdict, and the loop's own verified end of it
+            end = record.completed.get(last)
+            accepted = last in record.accepted and end is not None and end.meta.get(
+                "verified") is True
+        if accepted and not open_notes(list_notes(self.store, session=self.name)):
             return "done"
         return "open"
 
@@ -203,3 +235,10 @@ def notes_state(notes: list[Note]) -> str:
 def _short(text: str, limit: int = 80) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def _loop_fields(result: StepResult) -> dict[str, object]:
+    """The loop's record of an iteration, beside the specification's fields of its end."""
+    return {"run_id": result.run_id, "iteration": result.iteration,
+            "iteration_id": result.iteration_id, "verified": result.verified,
+            "loop_status": result.status, "reason": result.reason, "commit": result.commit}

@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ralph.flock import FileLock
 from ralph.notes import check_session, session_stream
 from ralph.nu.errors import NuError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ralph.store import Frame, Store
 
 CLAIM = "session_complete"
@@ -123,11 +126,13 @@ def log_verdict(store: Store, name: str, n: int, accepted: bool, reason: str | N
     return store.append(control_topic(name), meta, stream=session_stream(name))
 
 
-def claim(store: Store, name: str) -> Frame:
+def claim(store: Store, name: str, loop_lock: Path) -> Frame:
     """`ralph nu done`: the running iteration's claim that every task of the session is
-    done (NuError when no iteration of the session is running)."""
+    done (NuError when no iteration of the session is running: none recorded as started
+    and not ended, or none that a live process runs, `loop_lock` being the project's run
+    lock)."""
     running = read_record(store, name).running
-    if running is None:
+    if running is None or FileLock(loop_lock).held_elsewhere() is not True:
         raise NuError(f"no iteration of session {name!r} is running: a completion claim "
                       "counts only when made during one (Ralph checks it when it ends)")
     return claim_completion(store, name, running)

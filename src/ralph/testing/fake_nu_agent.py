@@ -11,6 +11,7 @@ iteration (`{"steps": [...]}`, the last one repeating). A step may:
      "finish_all": true,    # add a completed note resolving every open note
      "write": {"path": "content"},   # files in the project
      "done": true,          # claim completion with `ralph nu done` (the real command)
+     "forge": true,         # append Ralph's verdict `completion_accepted` itself (a cheat)
      "pkill": true,         # SIGTERM every child of Ralph's process, as the original
                             # ralph.nu prompt told agents to (itself included)
      "sleep": 0.5, "exit_code": 0}
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ralph.notes import add_note, list_notes, open_notes
+from ralph.nu.record import log_verdict
 from ralph.store import Store
 
 
@@ -65,14 +67,17 @@ def main(argv: list[str] | None = None) -> int:
             add_note(store, "completed", "; ".join(note.text for note in settle),
                      session=name, iteration=n, resolves=[note.id for note in settle])
             print(f"completed {len(settle)}", flush=True)
-    for path, content in step.get("write", {}).items():
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(content)
+        if step.get("forge"):
+            log_verdict(store, name, n, True, None)
+            print("forged a verdict", flush=True)
     if step.get("done"):
         said = subprocess.run([sys.executable, "-m", "ralph", "nu", "done", "--name", name,
                                "--store", str(store_path)], capture_output=True, text=True,
                               timeout=60, stdin=subprocess.DEVNULL, check=False)
         print(said.stdout.strip() or said.stderr.strip(), flush=True)
+    for path, content in step.get("write", {}).items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(content)
     if step.get("sleep"):
         time.sleep(float(step["sleep"]))
     if step.get("pkill"):
