@@ -31,6 +31,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -40,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ralph.loop.iteration import ralph_command
+from ralph.notes import list_notes
 from ralph.scaffold import scaffold
 from ralph.store import Store
 from ralph.testing.fakellm import FakeLLM
@@ -111,17 +113,21 @@ class WatchingFakeLLM(FakeLLM):
         self.opencode_port = port
         self.marker = marker
         self.seen: dict[str, Any] | None = None
+        self._looking = threading.Lock()  # requests are answered in threads of their own
 
     def _choose(self, view: RequestView) -> tuple[str, Reply]:
-        if self.seen is None and (view.last_user_text or "").startswith(first_line(3)):
-            self.seen = self._look()
+        if (view.last_user_text or "").startswith(first_line(3)):
+            with self._looking:
+                if self.seen is None:
+                    self.seen = self._look()
         return super()._choose(view)
 
     def _look(self) -> dict[str, Any]:
         seen: dict[str, Any] = {}
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.opencode_port}/session",
-                                        timeout=30) as answer:
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with direct.open(f"http://127.0.0.1:{self.opencode_port}/session",
+                             timeout=30) as answer:
                 seen["sessions"] = json.loads(answer.read())
         except (OSError, ValueError) as exc:
             seen["sessions_error"] = repr(exc)
@@ -190,7 +196,8 @@ def main() -> int:
     ralph = ralph_command()
     port = free_port()
     marker = uuid.uuid4().hex
-    with WatchingFakeLLM(scenario(ralph, shlex.quote(str(store))), root, port, marker) as fake:
+    fake = WatchingFakeLLM(scenario(ralph, shlex.quote(str(store))), root, port, marker)
+    with fake:
         cli = setup("opencode", fake.url, home)
         cli.write_files()
         os.environ.clear()
@@ -203,18 +210,22 @@ def main() -> int:
              "--model", MODELS["opencode"], "--port", str(port), "--iterations", "3"],
             cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True)
-        try:
-            stdout, stderr = proc.communicate(timeout=400)
-        finally:
-            if proc.returncode is None:
+        try:  # within pytest's timeout (120 s), so that the driver still reports
+            stdout, stderr = proc.communicate(timeout=100)
+        except subprocess.TimeoutExpired:  # stopped as Ctrl-C would (exit 130), then killed
+            proc.terminate()
+            try:
+                stdout, stderr = proc.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.communicate()
+                stdout, stderr = proc.communicate()
         result: dict[str, Any] = {
             "exit": proc.returncode, "stdout": stdout, "stderr": stderr, "pid": proc.pid,
             "port": port, "marker": marker, "ralph": ralph, "store": str(store),
             "seconds": round(time.monotonic() - started, 1), "seen": fake.seen}
         with Store(store) as opened:
             result["events"] = [f.to_dict() for f in opened.read()]
+            result["notes"] = [n.to_dict() for n in list_notes(opened, session=NAME)]
         server_log = root / ".ralph" / "logs" / "server.log"
         result["server_log"] = server_log.read_text() if server_log.is_file() else None
         result["commits"] = git(root, "log", "--format=%s").splitlines()
