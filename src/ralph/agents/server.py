@@ -121,20 +121,25 @@ class AgentServer:
     async def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.wait_s
         assert self.process is not None
+        patience = 0.5  # per attempt, doubled up to 5 s: see _answers
         while time.monotonic() < deadline:
             if self.process.returncode is not None:
                 raise _ExitedEarly(f"agent '{self.name}': its server "
                                    f"(`{' '.join(self.argv[:2])}`) exited with "
                                    f"{self.process.returncode} before answering "
                                    f"(see {self.log_path})")
-            if await self._answers():
+            if await self._answers(patience):
                 return
+            patience = min(patience * 2, 5.0)
             await asyncio.sleep(0.1)
         raise AgentError(f"agent '{self.name}': its server did not answer on {self.url} "
                          f"within {self.wait_s:g} s (see {self.log_path})")
 
-    async def _answers(self) -> bool:
-        """Any HTTP response to GET / counts: the server is listening and speaking HTTP."""
+    async def _answers(self, patience: float) -> bool:
+        """Any HTTP response to GET / within `patience` seconds counts: the server is
+        listening and speaking HTTP. opencode never answers a request that came in the
+        moment it began to accept connections, so a first attempt is not waited on long:
+        each attempt is a new connection, with more patience than the last."""
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection("127.0.0.1", self.port), 2)
@@ -143,7 +148,7 @@ class AgentServer:
         try:
             writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), 5)
+            line = await asyncio.wait_for(reader.readline(), patience)
             return line.startswith(b"HTTP/")
         except (OSError, TimeoutError):
             return False
