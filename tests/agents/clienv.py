@@ -4,9 +4,14 @@ environment, and the config files it reads (from tests/agents/recorded/README.md
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 NODE_BIN = Path(__file__).parent / "node_modules" / ".bin"
 CLIS = ("codex", "claude", "gemini", "opencode")
@@ -111,3 +116,22 @@ enabled = false
         env.update(OPENCODE_CONFIG_CONTENT=json.dumps(oc_config), npm_config_registry=f"{url}/")
         return CliSetup(["opencode", "run", "--format", "json", "-m", MODELS["opencode"]], env)
     raise ValueError(f"unknown CLI {cli}")
+
+
+def run_driver(driver: Path, args: str, out: Path, *, cli: str, what: str) -> dict[str, Any]:
+    """Run the e2e `driver` (with `args`, and `--out OUT`) in a fresh network namespace that
+    has only loopback; the findings it wrote to `out`. `cli`: the agent CLI it needs."""
+    if not (NODE_BIN / cli).exists():
+        pytest.fail(f"the {cli} CLI is not installed: run `make test` (it runs `npm install` "
+                    "in tests/agents) or `cd tests/agents && npm install`", pytrace=False)
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.fail("`unshare` and `ip` (util-linux, iproute2) are needed to run the agent CLIs "
+                    "in a loopback-only network namespace", pytrace=False)
+    command = f"ip link set lo up && exec {sys.executable} {driver} {args} --out {out}"
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=Path(__file__).parents[2],
+                          capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL, start_new_session=True, check=False)
+    if proc.returncode != 0 or not out.exists():
+        pytest.fail(f"the {what} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}",
+                    pytrace=False)
+    return dict(json.loads(out.read_text()))

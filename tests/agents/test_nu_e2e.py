@@ -14,41 +14,20 @@ letter).
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.agents.clienv import NODE_BIN
+from tests.agents.clienv import run_driver
 from tests.agents.nu_e2e_driver import NAME, TASKS, first_line, marked
 from tests.proc.helpers import group_members, wait_until
 
 DRIVER = Path(__file__).with_name("nu_e2e_driver.py")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def drive(tmp_path: Path) -> dict[str, Any]:
     """Run the driver in a fresh network namespace; its findings."""
-    if not (NODE_BIN / "opencode").exists():
-        pytest.fail("the opencode CLI is not installed: run `make test` (it runs `npm install` "
-                    "in tests/agents) or `cd tests/agents && npm install`", pytrace=False)
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.fail("`unshare` and `ip` (util-linux, iproute2) are needed to run the agent CLIs "
-                    "in a loopback-only network namespace", pytrace=False)
-    out = tmp_path / "out.json"
-    command = (f"ip link set lo up && exec {sys.executable} {DRIVER} "
-               f"--project {tmp_path / 'proj'} --out {out}")
-    proc = subprocess.run(["unshare", "-n", "sh", "-c", command], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          start_new_session=True, check=False)
-    if proc.returncode != 0 or not out.exists():
-        pytest.fail(f"the nu e2e driver failed (exit {proc.returncode}):\n"
-                    f"{proc.stderr[-3000:]}", pytrace=False)
-    return dict(json.loads(out.read_text()))
+    return run_driver(DRIVER, f"--project {tmp_path / 'proj'}", tmp_path / "out.json",
+                      cli="opencode", what="nu e2e driver")
 
 
 def metas(result: dict[str, Any], topic: str) -> list[dict[str, Any]]:

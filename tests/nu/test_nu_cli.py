@@ -285,3 +285,26 @@ def test_bad_input(nu: Nu, tmp_path: Path) -> None:
     outside = run_ralph("nu", "done", "--name", "demo", "--store", str(tmp_path / "s"))
     assert_error(outside, "no iteration of session 'demo' is running")
     assert nu.calls() == []
+
+
+def test_ctrl_c_while_the_server_starts_ends_it_at_once(nu: Nu) -> None:
+    nu.configure({"FAKE_SILENT": "1"}, extra="server_wait_seconds = 120\n")
+    nu.plan(TWO_ITERATIONS)
+    proc = subprocess.Popen([*WITH_SIGINT, *RALPH, "nu", "--name", "demo", "--port",
+                             str(nu.port)], cwd=nu.root, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not nu.calls():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)  # well before the server's 120 s
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert "Cleaning up background jobs...\n" in err.decode()
+    assert [c[1] for c in nu.calls()] == ["web"]

@@ -53,6 +53,15 @@ def exit_text(code: object) -> str:
     return f"exit {code}" if code is not None else "no exit code"
 
 
+def piped_content() -> bytes | None:
+    """Content piped on stdin (a terminal means none); empty input means no content."""
+    stdin = sys.stdin
+    if stdin is None or stdin.closed or stdin.isatty():
+        return None
+    data = stdin.buffer.read()
+    return data or None
+
+
 def error_line(message: str) -> None:
     sys.stderr.write(f"error: {message}\n")
     sys.stderr.flush()

@@ -9,7 +9,7 @@ import typer
 
 from ralph.cli.helpfmt import HelpCommand, at_least
 from ralph.cli.options import StoreOption, open_store
-from ralph.cli.output import write_json, write_json_line
+from ralph.cli.output import piped_content, write_json, write_json_line
 
 # A count or seq beyond MAX_SEQ (SQLite's INTEGER) is bad usage (exit 2).
 from ralph.store.frame import DEFAULT_STREAM, MAX_SEQ, parse_meta_json
@@ -18,15 +18,6 @@ if TYPE_CHECKING:
     from ralph.store import Store
 
 app = typer.Typer(help="Append to, read and maintain the event store.", no_args_is_help=True)
-
-
-def _stdin_content() -> bytes | None:
-    """Content piped on stdin (a terminal means none); empty input means no content."""
-    stdin = sys.stdin
-    if stdin is None or stdin.closed or stdin.isatty():
-        return None
-    data = stdin.buffer.read()
-    return data or None
 
 
 @app.command(cls=HelpCommand)
@@ -41,7 +32,7 @@ def append(
     """Append a frame (content from stdin when piped) and print it."""
     meta_obj = parse_meta_json(meta) if meta is not None else None
     with open_store(store, create=True) as opened:
-        frame = opened.append(topic, meta_obj, content=_stdin_content(), stream=stream)
+        frame = opened.append(topic, meta_obj, content=piped_content(), stream=stream)
     write_json_line(frame.to_dict())
 
 

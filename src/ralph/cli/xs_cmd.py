@@ -25,7 +25,7 @@ import orjson
 import typer
 
 from ralph.cli.helpfmt import HelpCommand, at_least
-from ralph.cli.output import error_line, terminal_safe, write_json_line
+from ralph.cli.output import error_line, piped_content, terminal_safe, write_json_line
 
 if TYPE_CHECKING:
     from typer._click import Context, HelpFormatter
@@ -117,15 +117,6 @@ class _Markers:
 
 
 # -- append -----------------------------------------------------------------------------------
-
-
-def _stdin_content() -> bytes | None:
-    """Content piped on stdin (a terminal means none); empty input means no content."""
-    stdin = sys.stdin
-    if stdin is None or stdin.closed or stdin.isatty():
-        return None
-    data = stdin.buffer.read()
-    return data or None
 
 
 def _check_ttl(ttl: str) -> str:
@@ -220,7 +211,7 @@ def append(
         except InvalidMetaError as exc:
             _usage(str(exc))
     _check_ttl(ttl)
-    content = _stdin_content()
+    content = piped_content()
     session = _session_of(topic)
     note = topic.count(".") == 2 and topic.startswith("ralph.") and topic.endswith(".note")
     if note:

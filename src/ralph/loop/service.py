@@ -483,9 +483,15 @@ class LoopService:
                 self.config = ctx.config = load_config(self.paths.root)
                 self._status_source = ctx.source = StatusSource(self.paths, self.config.files)
             resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
-            # A stop (Ctrl-C) while the server starts ends its start, not after it.
-            server = self._server = await self._until_stopped(
-                self._start_server(ctx, resolved))
+            # A stop (Ctrl-C) while the server starts ends its start, not after it; a run
+            # stopped before it got here starts none. Either way the run goes on to record
+            # itself as started and stopped (its loop sees the stop first thing).
+            try:
+                server = self._server = await self._until_stopped(
+                    self._start_server(ctx, resolved))
+            except asyncio.CancelledError:
+                if not self._stopped_on_request():
+                    raise
             state.active_run = ActiveRun(run_id=run_id, pid=os.getpid(), agent=resolved.name,
                                          max_iterations=limit, started_at=now_ts(), mode=mode,
                                          server_pgid=server.pgid if server else None,
