@@ -16,7 +16,7 @@ PIP = "python -m pip install --quiet --disable-pip-version-check"
 RUNTIME = f"{PIP} -e ."
 DEV = f"{PIP} -e .[dev]"
 CHECKS = ["ruff check src tests benchmarks examples", "mypy",
-          "pytest -q --junitxml=.venv/pytest-report.xml"]
+          "pytest -q -n 2 --dist loadfile --junitxml=.venv/pytest-report.xml"]
 STAND_INS = ("python", "ralph", "ruff", "mypy", "pytest")
 
 
@@ -58,7 +58,8 @@ class Checkout:
         self.log.write_text("")
         # Not the flags of a `make test` this may run under (-j's jobserver, -n, ...).
         env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS",
-                                                                  "MAKELEVEL")}
+                                                                  "MAKELEVEL",
+                                                                  "PYTEST_WORKERS")}
         done = subprocess.run(["make", "--no-print-directory", target], cwd=self.root,
                               capture_output=True, text=True, timeout=60, env=env,
                               stdin=subprocess.DEVNULL, check=False)
