@@ -351,8 +351,10 @@ async def test_recovery_protects_by_the_config_the_iteration_began_with(
     cheat = (project.root / "ralph.toml").read_text().replace(
         'protected = ["tests/**"]\n', "").replace('commands = ["sh tests/test_a.sh"]',
                                                    "commands = []")
+    # The next start's own attempt does nothing (a hang would wait out the agent timeout).
     project.plan({"tasks": {"1": [misbehaving.hang(120, write={
-        "ralph.toml": cheat, "tests/test_a.sh": "exit 0\n", "half.txt": "h\n"})]}})
+        "ralph.toml": cheat, "tests/test_a.sh": "exit 0\n", "half.txt": "h\n"}),
+        {"print": ["nothing"]}]}})
     await _kill_mid_iteration(project, project.root / "half.txt")
     service = project.service()
     try:
