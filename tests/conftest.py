@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ralph.store import Store
+from ralph.store import FileStore
+from ralph.testing.pgserver import PostgresServer, create_database
 
 
 def _children(pid: int) -> set[int]:
@@ -48,6 +50,28 @@ def store_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(store_dir: Path) -> Iterator[Store]:
-    with Store(store_dir) as opened:
+def store(store_dir: Path) -> Iterator[FileStore]:
+    with FileStore(store_dir) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session (each xdist worker has its own)."""
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's server."""
+    return create_database(postgres_server.url, f"t_{uuid.uuid4().hex[:16]}")
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path,
+                   postgres_server: PostgresServer) -> str:
+    """Where a store of each backend is: the tests that take it run against both."""
+    if request.param == "file":
+        return str(tmp_path / "store")
+    return create_database(postgres_server.url, f"t_{uuid.uuid4().hex[:16]}")

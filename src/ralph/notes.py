@@ -182,7 +182,12 @@ class NoteFeed:
         return self._notes
 
     def _session_files(self) -> list[tuple[str, int, int, int]] | None:
-        """(name, inode, size, mtime) of each session stream file; None if unknown."""
+        """(name, inode, size, mtime) of each session stream file; None if unknown (a
+        database store has no files to look at)."""
+        from ralph.store.filestore import FileStore  # noqa: PLC0415 - loaded with the store
+
+        if not isinstance(self.store, FileStore):
+            return None
         directory = self.store.path / "streams" / "sessions"
         try:
             with os.scandir(directory) as entries:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ralph.errors import RalphError
+
 STORE_ENV = "RALPH_STORE"
 
 
@@ -21,11 +23,30 @@ def find_project_root(start: Path | None = None) -> Path:
     return here
 
 
+def store_location(explicit: str | os.PathLike[str] | None = None) -> str | Path:
+    """The store to use: `explicit` (a --store flag), else $RALPH_STORE, else .ralph/store;
+    a `postgresql://` URL is kept as it is, anything else is a directory."""
+    chosen = explicit or os.environ.get(STORE_ENV)
+    if isinstance(chosen, str) and _is_url(chosen):
+        return chosen
+    return Path(chosen) if chosen else find_project_root() / ".ralph" / "store"
+
+
 def store_path(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The store to use: `explicit` (a --store flag), else $RALPH_STORE, else .ralph/store."""
-    if explicit:
-        return Path(explicit)
-    from_env = os.environ.get(STORE_ENV)
-    if from_env:
-        return Path(from_env)
-    return find_project_root() / ".ralph" / "store"
+    """The store directory to use (as store_location); StoreLocationError for a database URL,
+    where the command needs a directory."""
+    location = store_location(explicit)
+    if isinstance(location, str):
+        raise StoreLocationError(
+            "this command keeps its frames in a directory store, not a database: "
+            "give --store a directory")
+    return location
+
+
+class StoreLocationError(RalphError):
+    """A database URL where only a store directory will do."""
+
+
+def _is_url(text: str) -> bool:
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and scheme.lower() in ("postgresql", "postgres")

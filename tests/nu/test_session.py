@@ -17,7 +17,7 @@ from ralph.nu.errors import NuError
 from ralph.nu.options import NuOptions
 from ralph.nu.record import claim, read_record
 from ralph.nu.service import prepare, with_model
-from ralph.store import Frame, Store
+from ralph.store import FileStore, Frame, Store
 from tests.loop.conftest import git, new_repository
 
 SPEC = "# Spec\n\n- Task A: write a.txt\n- Task B: write b.txt\n"
@@ -46,7 +46,7 @@ class Session:
 
     async def run(self, iterations: int = 0, name: str = "demo",
                   events: list[Frame] | None = None) -> RunOutcome:
-        with Store(self.root / ".ralph" / "store", create=True) as store:
+        with FileStore(self.root / ".ralph" / "store", create=True) as store:
             setup = prepare(self.root, NuOptions(name=name, agent="fake", iterations=iterations),
                             store, observer=events.append if events is not None else None)
             try:
@@ -54,8 +54,8 @@ class Session:
             finally:
                 setup.service.close()
 
-    def store(self) -> Store:
-        return Store(self.root / ".ralph" / "store")
+    def store(self) -> FileStore:
+        return FileStore(self.root / ".ralph" / "store")
 
     def prompt(self, attempt: int, name: str = "demo") -> str:
         path = self.root / ".ralph" / "context" / f"nu-{name}" / f"nu-{name}-{attempt}"

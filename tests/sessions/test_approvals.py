@@ -29,7 +29,7 @@ from ralph.approvals.rules import ApprovalRules, Rule, RuleError, subject_of
 from ralph.cli.render import approval_subject
 from ralph.config import load_config
 from ralph.sessions import SessionError, SessionService, UnknownSession
-from ralph.store import Store
+from ralph.store import FileStore
 from tests.cli.helpers import RALPH, TIMEOUT
 
 FAKE_CLAUDE = Path(__file__).with_name("fake_claude.py")
@@ -49,7 +49,7 @@ def root(tmp_path: Path) -> Path:
     return project
 
 
-def service(root: Path, store: Store, **approvals: Any) -> SessionService:
+def service(root: Path, store: FileStore, **approvals: Any) -> SessionService:
     config = load_config(root)
     if approvals:
         config = config.model_copy(update={
@@ -57,7 +57,7 @@ def service(root: Path, store: Store, **approvals: Any) -> SessionService:
     return SessionService(root, config, store)
 
 
-def events(store: Store, session_id: str, topic: str) -> list[dict[str, Any]]:
+def events(store: FileStore, session_id: str, topic: str) -> list[dict[str, Any]]:
     return [f.meta for f in store.read(topic=topic, stream=f"sessions/{session_id}")]
 
 
@@ -165,7 +165,7 @@ def test_recorded_inputs_are_bounded() -> None:
 # -- the desk and the policy ------------------------------------------------------------------
 
 
-def test_one_answer_per_request_and_only_to_a_request(root: Path, store: Store) -> None:
+def test_one_answer_per_request_and_only_to_a_request(root: Path, store: FileStore) -> None:
     desk = ApprovalDesk(store, "ses_x", root / ".ralph" / "sessions" / "ses_x")
     request = desk.request("toolu_1", "Bash", {"command": "ls"})
     assert desk.request("toolu_1", "Bash", {"command": "ls"}) == request  # asked once
@@ -179,7 +179,7 @@ def test_one_answer_per_request_and_only_to_a_request(root: Path, store: Store) 
 
 
 def test_the_policy_decides_by_rule_then_mode_then_person_then_timeout(root: Path,
-                                                                        store: Store) -> None:
+                                                                        store: FileStore) -> None:
     desk = ApprovalDesk(store, "ses_p", root / ".ralph" / "sessions" / "ses_p")
 
     async def go() -> None:
@@ -215,7 +215,7 @@ def test_the_hook_denies_when_it_cannot_decide(tmp_path: Path, capfd: pytest.Cap
     assert "Ralph could not decide" in out["permissionDecisionReason"]
 
 
-def test_the_hook_answers_by_the_policy_it_is_given(root: Path, store: Store,
+def test_the_hook_answers_by_the_policy_it_is_given(root: Path, store: FileStore,
                                                    capfd: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     folder = root / ".ralph" / "sessions" / "ses_h"
@@ -268,7 +268,7 @@ class _Stdin:
 # -- sessions -----------------------------------------------------------------------------------
 
 
-def test_a_request_is_found_by_its_id_alone(root: Path, store: Store) -> None:
+def test_a_request_is_found_by_its_id_alone(root: Path, store: FileStore) -> None:
     sessions = service(root, store)
 
     async def go() -> tuple[str, str | None, str | None]:
@@ -300,7 +300,7 @@ def _launch_and_answer(sessions: SessionService, prompt: str, mode: str,
     return asyncio.run(go())
 
 
-def test_ask_waits_for_a_person_and_does_what_they_say(root: Path, store: Store) -> None:
+def test_ask_waits_for_a_person_and_does_what_they_say(root: Path, store: FileStore) -> None:
     sessions = service(root, store)
     allowed_id, allowed = _launch_and_answer(sessions, "RUN: echo hi > hi.txt", "ask",
                                              ("allow", ""))
@@ -320,7 +320,7 @@ def test_ask_waits_for_a_person_and_does_what_they_say(root: Path, store: Store)
     assert sessions.pending(denied_id) == []
 
 
-def test_rules_and_the_mode_answer_without_a_person(root: Path, store: Store) -> None:
+def test_rules_and_the_mode_answer_without_a_person(root: Path, store: FileStore) -> None:
     sessions = service(root, store)
     prompt = "RUN: touch safe.txt\nRUN: rm -rf nothing\nRUN: touch other.txt"
     for mode in ("ask", "deny"):
@@ -336,14 +336,14 @@ def test_rules_and_the_mode_answer_without_a_person(root: Path, store: Store) ->
         (root / "safe.txt").unlink()
 
 
-def test_auto_runs_without_asking(root: Path, store: Store) -> None:
+def test_auto_runs_without_asking(root: Path, store: FileStore) -> None:
     _, info = _launch_and_answer(service(root, store), "RUN: touch auto.txt", "auto")
     assert info.status == "completed" and (root / "auto.txt").exists()
     assert "--settings" not in info.argv
     assert list(store.read(topic="session.approval_requested")) == []
 
 
-def test_agents_that_cannot_ask_say_what_they_offer(root: Path, store: Store) -> None:
+def test_agents_that_cannot_ask_say_what_they_offer(root: Path, store: FileStore) -> None:
     sessions = service(root, store)
 
     async def go() -> None:
@@ -362,7 +362,7 @@ def test_agents_that_cannot_ask_say_what_they_offer(root: Path, store: Store) ->
     assert list(store.read()) == []  # nothing recorded
 
 
-def test_answers_to_what_is_not_pending_are_refused(root: Path, store: Store) -> None:
+def test_answers_to_what_is_not_pending_are_refused(root: Path, store: FileStore) -> None:
     sessions = service(root, store)
     session_id, _ = _launch_and_answer(sessions, "RUN: true", "ask", ("allow", ""))
     with pytest.raises(NotPending, match="has ended"):
@@ -506,7 +506,7 @@ def _read_until(fd: int, text: bytes) -> bytes:
 
 
 def test_an_opencode_conversation_run_under_ask_is_not_continued_under_auto(
-        root: Path, store: Store) -> None:
+        root: Path, store: FileStore) -> None:
     """opencode keeps the conversation's asking rule: `opencode run` would reject every
     tool call of it. Refused before anything is recorded."""
     stream = "sessions/ses_asked"

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ralph.store import (
     ContentCorruptError,
     ContentNotFoundError,
+    FileStore,
     Frame,
     FrameNotFoundError,
     InvalidHashError,
@@ -28,7 +29,7 @@ from ralph.store import (
 from tests.store.helpers import stream_lines
 
 
-def test_append_returns_the_stored_frame(store: Store) -> None:
+def test_append_returns_the_stored_frame(store: FileStore) -> None:
     frame = store.append("ralph.demo.note", {"type": "learning"}, content="hello",
                          stream="sessions/demo")
     assert frame.seq == 1 and len(frame.id) == 25 and frame.ts.endswith("Z")
@@ -42,14 +43,14 @@ def test_append_returns_the_stored_frame(store: Store) -> None:
     assert frame.to_json() == line.rstrip(b"\n")
 
 
-def test_seq_is_gapless_and_ids_sort_by_time(store: Store) -> None:
+def test_seq_is_gapless_and_ids_sort_by_time(store: FileStore) -> None:
     frames = [store.append("t", {"i": i}, stream=f"s{i % 3}") for i in range(50)]
     assert [f.seq for f in frames] == list(range(1, 51))
     assert [f.id for f in frames] == sorted(f.id for f in frames)
     assert [f.seq for f in store.read()] == list(range(1, 51))
 
 
-def test_content_is_stored_once(store: Store) -> None:
+def test_content_is_stored_once(store: FileStore) -> None:
     a = store.append("t", content=b"same")
     b = store.append("t", content="same")
     assert a.hash == b.hash
@@ -57,7 +58,7 @@ def test_content_is_stored_once(store: Store) -> None:
     assert store.append("t").hash is None
 
 
-def test_read_filters(store: Store) -> None:
+def test_read_filters(store: FileStore) -> None:
     store.append("ralph.auth.note", stream="a")
     store.append("ralph.auth.iteration", stream="b")
     store.append("ralph.authx.note", stream="a")
@@ -80,7 +81,7 @@ def test_read_filters(store: Store) -> None:
     assert seqs(stream="nonexistent") == []
 
 
-def test_read_pages_through_many_frames(store: Store) -> None:
+def test_read_pages_through_many_frames(store: FileStore) -> None:
     for i in range(2500):
         store.append("bulk", {"i": i})
     assert [f.meta["i"] for f in store.read(topic="bulk")] == list(range(2500))
@@ -88,7 +89,7 @@ def test_read_pages_through_many_frames(store: Store) -> None:
     assert [f.seq for f in store.read(after_seq=2000, limit=1000)] == list(range(2001, 2501))
 
 
-def test_read_by_time(store: Store) -> None:
+def test_read_by_time(store: FileStore) -> None:
     first = store.append("t")
     middle = store.append("t")
     while store.append("t").ts == middle.ts:  # make sure a later millisecond exists
@@ -105,7 +106,7 @@ def test_read_by_time(store: Store) -> None:
         store.read(since="not a time")
 
 
-def test_last(store: Store) -> None:
+def test_last(store: FileStore) -> None:
     for i in range(5):
         store.append("a.x", {"i": i})
         store.append("a.y", {"i": i})
@@ -117,7 +118,7 @@ def test_last(store: Store) -> None:
         store.last("a.x", 0)
 
 
-def test_bad_input_raises_typed_errors_and_loses_nothing(store: Store, tmp_path: Path) -> None:
+def test_bad_input_raises_typed_errors_and_loses_nothing(store: FileStore, tmp_path: Path) -> None:
     kept = store.append("kept", {"a": 1}, content="keep me")
     with pytest.raises(InvalidTopicError):
         store.append("1bad")
@@ -147,7 +148,7 @@ def test_bad_input_raises_typed_errors_and_loses_nothing(store: Store, tmp_path:
     assert [f.get("seq") for f in stream_lines(store.path)] == [1]
 
 
-def test_corrupt_content_is_detected(store: Store) -> None:
+def test_corrupt_content_is_detected(store: FileStore) -> None:
     frame = store.append("t", content="original")
     assert frame.hash is not None
     path = store._cas.path_for(frame.hash)
@@ -180,7 +181,7 @@ def test_every_durability_mode_persists(tmp_path: Path, durability: str) -> None
         assert store.stats()["content_objects"] == 20
 
 
-def test_stats(store: Store) -> None:
+def test_stats(store: FileStore) -> None:
     store.append("a", content="xyz", stream="s1")
     store.append("b", stream="s2")
     stats = store.stats()
@@ -200,7 +201,7 @@ def test_closed_store_refuses_appends(store_dir: Path) -> None:
         list(store.read())
 
 
-def test_store_files_are_where_the_docs_say(store: Store) -> None:
+def test_store_files_are_where_the_docs_say(store: FileStore) -> None:
     store.append("t", content="c", stream="runs/run_1")
     names = sorted(os.listdir(store.path))
     assert {"streams", "cas", "head", "index.sqlite"} <= set(names)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import Store
+from ralph.store import FileStore, Store
 from tests.store.helpers import kill_group, run_python, start_python, stream_lines
 
 _WRITER = """
@@ -45,7 +45,7 @@ def test_processes_appending_at_once_lose_and_interleave_nothing(store_dir: Path
         assert len({f.id for f in frames}) == len(frames)
 
 
-def test_threads_share_one_store(store: Store) -> None:
+def test_threads_share_one_store(store: FileStore) -> None:
     def work(name: str) -> None:
         for i in range(400):
             store.append("t", {"thread": name, "i": i}, stream=f"s{i % 2}")
@@ -187,7 +187,7 @@ def test_a_failed_intent_does_not_leave_a_gap(store_dir: Path) -> None:
         assert store.errors() == []
 
 
-def test_another_process_sees_appends_made_here(store: Store) -> None:
+def test_another_process_sees_appends_made_here(store: FileStore) -> None:
     store.append("x", {"n": 1})
     store.flush()
     result = run_python("""

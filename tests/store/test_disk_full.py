@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import Store, StoreFullError, StoreWriteError
+from ralph.store import FileStore, Store, StoreFullError, StoreWriteError
 from ralph.store import cas as cas_module
 from tests.store.helpers import stream_lines
 
 
-def test_disk_full_mid_line_is_rolled_back(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_disk_full_mid_line_is_rolled_back(store: FileStore,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
     store.append("t", {"i": 0}, stream="s")
     real_write = os.write
 
@@ -35,7 +36,7 @@ def test_disk_full_mid_line_is_rolled_back(store: Store, monkeypatch: pytest.Mon
         assert [f.seq for f in reopened.read()] == [1, 2]
 
 
-def test_a_real_enospc_from_dev_full(store: Store) -> None:
+def test_a_real_enospc_from_dev_full(store: FileStore) -> None:
     store.append("t", {"ok": True}, stream="fine")
     full = store.path / "streams" / "full.jsonl"
     full.symlink_to("/dev/full")
@@ -47,7 +48,7 @@ def test_a_real_enospc_from_dev_full(store: Store) -> None:
     assert [line["seq"] for line in stream_lines(store.path)] == [1, 2]
 
 
-def test_content_write_failure_appends_nothing(store: Store,
+def test_content_write_failure_appends_nothing(store: FileStore,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     def no_space(fd: int, data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -61,7 +62,8 @@ def test_content_write_failure_appends_nothing(store: Store,
     assert store.append("t", content="ok").seq == 1
 
 
-def test_other_io_errors_are_store_errors(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_other_io_errors_are_store_errors(store: FileStore,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(fd: int, data: bytes) -> int:
         raise OSError(errno.EIO, "Input/output error")
 
@@ -70,7 +72,7 @@ def test_other_io_errors_are_store_errors(store: Store, monkeypatch: pytest.Monk
         store.append("t")
 
 
-def test_unwritable_stream_directory(store: Store) -> None:
+def test_unwritable_stream_directory(store: FileStore) -> None:
     (store.path / "streams" / "blocked").write_text("a file where a directory should be")
     with pytest.raises(Exception, match="cannot write stream blocked/x") as info:
         store.append("t", stream="blocked/x")
@@ -85,7 +87,7 @@ def test_store_dir_on_a_file(tmp_path: Path) -> None:
     assert type(info.value).__name__ == "StoreNotWritableError"
 
 
-def test_a_short_write_is_finished(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_short_write_is_finished(store: FileStore, monkeypatch: pytest.MonkeyPatch) -> None:
     real_write = os.write
     calls = []
 

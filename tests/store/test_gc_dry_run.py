@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ralph.store import Rule, Store
+from ralph.store import FileStore, Rule, Store
 
 
 def disk_bytes(store_dir: Path) -> int:
@@ -12,7 +12,7 @@ def disk_bytes(store_dir: Path) -> int:
                for p in (store_dir / sub).rglob("*") if p.is_file())
 
 
-def test_the_dry_run_counts_what_gc_frees(store: Store) -> None:
+def test_the_dry_run_counts_what_gc_frees(store: FileStore) -> None:
     for i in range(3):  # the oldest: this stream goes as a whole
         store.append("agent.output", {"i": i}, stream="only-expired")
     for i in range(8):
@@ -46,7 +46,7 @@ def test_lines_that_are_not_frames_stay_and_a_last_one_gets_its_newline(store_di
     assert stream.read_bytes().endswith(b"not a frame, no newline\n")
 
 
-def test_nothing_to_free(store: Store) -> None:
+def test_nothing_to_free(store: FileStore) -> None:
     store.append("t", {}, content="kept")
     report = store.gc([Rule.parse("t=last:5")], dry_run=True)
     assert (report.frames_removed, report.bytes_freed, report.dry_run) == (0, 0, True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import Store
+from ralph.store import FileStore
 from ralph.store.frame import encode_frame, format_ts
 from ralph.store.ids import IdGenerator
 from ralph.store.index import WAL_KEEP_BYTES, Index
@@ -19,18 +19,18 @@ def _line(seq: int, topic: str = "t", stream: str = "s") -> bytes:
     return encode_frame(frame_id, seq, format_ts(ms), topic, stream, b"{}", None)
 
 
-def _snapshot(store: Store) -> tuple[list[dict[str, object]], list[tuple[str, int, str]]]:
+def _snapshot(store: FileStore) -> tuple[list[dict[str, object]], list[tuple[str, int, str]]]:
     frames = [f.to_dict() for f in store.read()]
     errors = [(e.stream, e.byte_offset, e.error) for e in store.errors()]
     return frames, errors
 
 
-def test_sync_reads_only_what_was_appended(store: Store, store_dir: Path) -> None:
+def test_sync_reads_only_what_was_appended(store: FileStore, store_dir: Path) -> None:
     for i in range(10):
         store.append("t", {"i": i}, stream="a")
     assert store.sync().frames == 10  # appends are indexed by the next read or sync
     assert store.sync().frames == 0
-    with Store(store_dir) as other:  # another writer, as another process would be
+    with FileStore(store_dir) as other:  # another writer, as another process would be
         for i in range(3):
             other.append("t", {"i": 10 + i}, stream="b")
     result = store.sync()
@@ -39,8 +39,8 @@ def test_sync_reads_only_what_was_appended(store: Store, store_dir: Path) -> Non
     assert [f.meta["i"] for f in store.read()] == list(range(13))
 
 
-def test_lines_that_are_not_frames_are_recorded_once(store: Store, caplog: pytest.LogCaptureFixture
-                                                     ) -> None:
+def test_lines_that_are_not_frames_are_recorded_once(store: FileStore,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
     store.append("t", {"n": 1}, stream="a")
     path = store.path / "streams" / "a.jsonl"
     offset = path.stat().st_size
@@ -61,7 +61,7 @@ def test_lines_that_are_not_frames_are_recorded_once(store: Store, caplog: pytes
     assert len(store.errors()) == 2  # recorded once, and again after a rebuild
 
 
-def test_a_duplicated_frame_is_reported_not_dropped(store: Store) -> None:
+def test_a_duplicated_frame_is_reported_not_dropped(store: FileStore) -> None:
     store.append("t", stream="a")
     line = (store.path / "streams" / "a.jsonl").read_bytes()
     (store.path / "streams" / "copy.jsonl").write_bytes(
@@ -73,7 +73,7 @@ def test_a_duplicated_frame_is_reported_not_dropped(store: Store) -> None:
     assert len(list(store.read())) == 1
 
 
-def test_rebuild_recreates_the_same_index(store: Store) -> None:
+def test_rebuild_recreates_the_same_index(store: FileStore) -> None:
     for i in range(300):
         store.append(f"topic.{i % 7}", {"i": i}, content=f"c{i % 5}", stream=f"s/{i % 4}")
     with (store.path / "streams" / "s" / "1.jsonl").open("ab") as handle:
@@ -88,7 +88,7 @@ def test_rebuild_recreates_the_same_index(store: Store) -> None:
 
 def test_deleted_index_is_rebuilt_with_a_warning(store_dir: Path,
                                                  caplog: pytest.LogCaptureFixture) -> None:
-    with Store(store_dir) as store:
+    with FileStore(store_dir) as store:
         for i in range(20):
             store.append("t", {"i": i})
         before = _snapshot(store)
@@ -104,14 +104,14 @@ def test_deleted_index_is_rebuilt_with_a_warning(store_dir: Path,
     for name in os.listdir(store_dir):
         if name.startswith("index.sqlite"):
             (store_dir / name).unlink()
-    with caplog.at_level(logging.WARNING, logger="ralph.store"), Store(store_dir) as store:
+    with caplog.at_level(logging.WARNING, logger="ralph.store"), FileStore(store_dir) as store:
         assert len(list(store.read())) == 21
     assert any("index is missing" in r.getMessage() for r in caplog.records)
 
 
 def test_corrupt_index_is_rebuilt_with_a_warning(store_dir: Path,
                                                  caplog: pytest.LogCaptureFixture) -> None:
-    with Store(store_dir) as store:
+    with FileStore(store_dir) as store:
         for i in range(20):
             store.append("t", {"i": i}, content=str(i))
         before = _snapshot(store)
@@ -119,12 +119,12 @@ def test_corrupt_index_is_rebuilt_with_a_warning(store_dir: Path,
         if name.startswith("index.sqlite"):
             (store_dir / name).unlink()
     (store_dir / "index.sqlite").write_bytes(b"this is not a database" * 100)
-    with caplog.at_level(logging.WARNING, logger="ralph.store"), Store(store_dir) as store:
+    with caplog.at_level(logging.WARNING, logger="ralph.store"), FileStore(store_dir) as store:
         assert _snapshot(store) == before
     assert any("corrupt" in r.getMessage() for r in caplog.records)
 
 
-def test_a_deleted_stream_file_leaves_the_index(store: Store,
+def test_a_deleted_stream_file_leaves_the_index(store: FileStore,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     store.append("t", stream="keep")
     store.append("t", stream="gone")
@@ -171,7 +171,7 @@ def test_reads_stop_at_the_watermark(tmp_path: Path) -> None:
     index.close()
 
 
-def test_a_store_settles_a_permanent_hole(store: Store) -> None:
+def test_a_store_settles_a_permanent_hole(store: FileStore) -> None:
     """A hole that no file will ever fill (a line removed by hand) does not stall readers."""
     for i in range(3):
         store.append("t", {"i": i}, stream=f"s{i}")
@@ -184,10 +184,10 @@ def test_a_store_settles_a_permanent_hole(store: Store) -> None:
 def test_a_large_sync_gives_its_wal_back(store_dir: Path) -> None:
     """A first sync of many frames writes a WAL as large as what it indexed; it is truncated
     after the sync rather than kept as a second copy of the index."""
-    with Store(store_dir, durability="never", sync_on_open=False) as writer:
+    with FileStore(store_dir, durability="never", sync_on_open=False) as writer:
         for i in range(30_000):
             writer.append("t", {"i": i, "pad": "p" * 100}, stream=f"s{i % 3}")
-    with Store(store_dir) as reader:  # syncs on open
+    with FileStore(store_dir) as reader:  # syncs on open
         assert reader.last_seq == 30_000
         wal = store_dir / "index.sqlite-wal"
         assert (store_dir / "index.sqlite").stat().st_size > WAL_KEEP_BYTES

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ralph.store import Frame, Store, StoreError
+from ralph.store import FileStore, Frame, Store, StoreError
 from ralph.store import index as index_module
 from ralph.store.frame import encode_frame, format_ts
 from ralph.store.ids import IdGenerator
@@ -35,7 +35,7 @@ def index_metas(store_dir: Path) -> dict[int, str | None]:
         return dict(conn.execute("SELECT seq, meta FROM frames"))
 
 
-def append_mixed(store: Store) -> list[Frame]:
+def append_mixed(store: FileStore) -> list[Frame]:
     """Small and large frames, in two streams, some with content."""
     frames = []
     for i in range(6):
@@ -45,7 +45,7 @@ def append_mixed(store: Store) -> list[Frame]:
     return frames
 
 
-def test_large_metas_stay_out_of_the_index_and_read_back_identically(store: Store,
+def test_large_metas_stay_out_of_the_index_and_read_back_identically(store: FileStore,
                                                                      store_dir: Path) -> None:
     appended = append_mixed(store)
     assert [f.to_dict() for f in store.read()] == [f.to_dict() for f in appended]
@@ -64,7 +64,7 @@ def test_large_metas_stay_out_of_the_index_and_read_back_identically(store: Stor
         f for f in appended if f.stream == "runs/r1" and f.seq > 3][:3]
 
 
-def test_the_limit_is_on_the_meta_as_json(store: Store, store_dir: Path) -> None:
+def test_the_limit_is_on_the_meta_as_json(store: FileStore, store_dir: Path) -> None:
     """A meta of exactly META_INLINE_BYTES stays in the index; one byte more does not."""
     overhead = len(b'{"t":""}')
     at_limit = store.append("t", {"t": "x" * (META_INLINE_BYTES - overhead)})
@@ -76,7 +76,7 @@ def test_the_limit_is_on_the_meta_as_json(store: Store, store_dir: Path) -> None
 
 
 def test_small_frames_are_read_without_touching_the_stream_files(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: FileStore, monkeypatch: pytest.MonkeyPatch) -> None:
     small = [store.append("t", {"i": i}) for i in range(50)]
     store.append("big", large_meta(0))
 
@@ -91,7 +91,7 @@ def test_small_frames_are_read_without_touching_the_stream_files(
         store.last("big")
 
 
-async def test_subscriptions_replay_and_deliver_large_frames_identically(store: Store) -> None:
+async def test_subscriptions_replay_and_deliver_large_frames_identically(store: FileStore) -> None:
     before = append_mixed(store)
     got: list[Frame] = []
     async with store.subscribe() as frames:
@@ -105,7 +105,7 @@ async def test_subscriptions_replay_and_deliver_large_frames_identically(store: 
     assert got == [*before, live]
 
 
-def test_store_cat_and_get_print_large_frames_whole(store: Store, store_dir: Path) -> None:
+def test_store_cat_and_get_print_large_frames_whole(store: FileStore, store_dir: Path) -> None:
     appended = append_mixed(store)
     store.flush()
     cat = run_ralph("store", "cat", "--store", str(store_dir))
@@ -117,7 +117,7 @@ def test_store_cat_and_get_print_large_frames_whole(store: Store, store_dir: Pat
 
 
 def test_a_stream_rewritten_behind_the_index_is_read_after_catching_up(
-        store: Store, store_dir: Path) -> None:
+        store: FileStore, store_dir: Path) -> None:
     """What a gc in another process does between a reader's query and its read of the line:
     the offsets the index holds no longer point at the frames."""
     doomed = store.append("gone", {"pad": "x" * 5000}, stream="s")
@@ -129,7 +129,7 @@ def test_a_stream_rewritten_behind_the_index_is_read_after_catching_up(
 
 
 def test_a_stream_that_no_longer_matches_its_index_is_one_clear_error(
-        store: Store, store_dir: Path) -> None:
+        store: FileStore, store_dir: Path) -> None:
     """Lines moved within a file of the same size and inode: no sync can notice; the read
     says what is wrong and what fixes it instead of returning another frame's meta."""
     first = store.append("agent.output", large_meta(1, 2000), stream="s")
@@ -191,7 +191,7 @@ def test_an_index_of_the_first_schema_is_rebuilt(store_dir: Path,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     """An index written by an earlier Ralph (schema 1: every meta in the table, NOT NULL)
     is replaced by a current one built from the stream files, with a warning."""
-    with Store(store_dir) as store:
+    with FileStore(store_dir) as store:
         appended = append_mixed(store)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{store_dir / 'index.sqlite'}{suffix}").unlink(missing_ok=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import FrameNotFoundError, Store, StoreError
+from ralph.store import FileStore, FrameNotFoundError, Store, StoreError
 
 
 def test_a_missing_store_reads_as_empty_and_stays_missing(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_a_closed_missing_store_refuses_use(tmp_path: Path) -> None:
     assert not (tmp_path / "store").exists()
 
 
-def test_an_existing_store_opens_as_before(store: Store, store_dir: Path) -> None:
+def test_an_existing_store_opens_as_before(store: FileStore, store_dir: Path) -> None:
     frame = store.append("t", {"n": 1})
     with Store(store_dir, create=False) as reader:
         assert reader.exists and list(reader.read()) == [frame]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import InvalidPolicyError, Policy, Rule, Store
+from ralph.store import FileStore, InvalidPolicyError, Policy, Rule, Store
 from ralph.store.frame import parse_ts_ms
 from ralph.store.retention import collect_garbage, load_rules, rule_for
 from tests.store.helpers import stream_lines
@@ -36,7 +36,7 @@ def test_the_most_specific_rule_wins() -> None:
     assert rule_for("other", rules[1:]) is None
 
 
-def test_last_n_keeps_the_newest_frames_of_each_topic(store: Store) -> None:
+def test_last_n_keeps_the_newest_frames_of_each_topic(store: FileStore) -> None:
     for i in range(10):
         store.append("agent.output", {"i": i}, content=f"out {i}", stream=f"s{i % 2}")
         store.append("keep.me", {"i": i}, stream=f"s{i % 2}")
@@ -53,7 +53,7 @@ def test_last_n_keeps_the_newest_frames_of_each_topic(store: Store) -> None:
     assert store.get(nxt.id) == nxt
 
 
-def test_time_policy(store: Store) -> None:
+def test_time_policy(store: FileStore) -> None:
     frames = [store.append("ephemeral", {"i": i}) for i in range(5)]
     cutoff = parse_ts_ms(frames[-1].ts)
     report = collect_garbage(store, [Rule.parse("ephemeral=time:1000")], now_ms=cutoff + 500)
@@ -64,7 +64,7 @@ def test_time_policy(store: Store) -> None:
     assert list(store.read()) == []
 
 
-def test_dry_run_changes_nothing(store: Store) -> None:
+def test_dry_run_changes_nothing(store: FileStore) -> None:
     for i in range(6):
         store.append("t", {"i": i}, content=f"c{i}")
     before = [f.to_dict() for f in store.read()]
@@ -74,7 +74,7 @@ def test_dry_run_changes_nothing(store: Store) -> None:
     assert store.stats()["content_objects"] == 6
 
 
-def test_rules_from_retention_json(store: Store) -> None:
+def test_rules_from_retention_json(store: FileStore) -> None:
     for i in range(4):
         store.append("ralph.s.iteration", {"i": i})
     (store.path / "retention.json").write_text(json.dumps({"ralph.*": "last:1"}))
@@ -88,7 +88,7 @@ def test_rules_from_retention_json(store: Store) -> None:
         store.gc()
 
 
-def test_gc_keeps_lines_that_are_not_frames_and_orphan_content_goes(store: Store) -> None:
+def test_gc_keeps_lines_that_are_not_frames_and_orphan_content_goes(store: FileStore) -> None:
     store.append("t", {"i": 0}, stream="a")
     with (store.path / "streams" / "a.jsonl").open("ab") as handle:
         handle.write(b"not a frame\n")
@@ -102,7 +102,7 @@ def test_gc_keeps_lines_that_are_not_frames_and_orphan_content_goes(store: Store
     assert [f.meta["i"] for f in store.read()] == [1]
 
 
-def test_a_stream_emptied_by_gc_is_removed(store: Store) -> None:
+def test_a_stream_emptied_by_gc_is_removed(store: FileStore) -> None:
     store.append("gone", stream="only")
     store.append("stay", stream="other")
     store.gc([Rule.parse("gone=last:0")])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.store import InvalidContentError, InvalidQueryError, Rule, Store, StoreError
+from ralph.store import FileStore, InvalidContentError, InvalidQueryError, Rule, Store, StoreError
 from ralph.store import retention as retention_module
 from ralph.store import subscribe as subscribe_module
 from ralph.store.index import Index
@@ -46,7 +46,7 @@ def test_appends_after_a_gc_that_died_halfway_are_not_lost(
         assert a.seq in seqs and b.seq in seqs and len(seqs) == len(set(seqs))
 
 
-def test_a_store_refuses_to_work_across_fork(store: Store) -> None:
+def test_a_store_refuses_to_work_across_fork(store: FileStore) -> None:
     store.append("t")
     pid = os.fork()
     if pid == 0:  # the child: every use must fail, and nothing may touch the parent's lock
@@ -77,7 +77,7 @@ def test_a_frame_missing_only_its_newline_counts_as_written(store_dir: Path) -> 
         assert store.errors() == []
 
 
-def test_rebuild_sets_aside_a_duplicated_id(store: Store) -> None:
+def test_rebuild_sets_aside_a_duplicated_id(store: FileStore) -> None:
     store.append("t", stream="a")
     line = json.loads((store.path / "streams" / "a.jsonl").read_bytes())
     line.update(seq=99, stream="b")
@@ -111,7 +111,7 @@ def test_seqs_removed_by_gc_are_not_handed_out_after_a_recount(store_dir: Path) 
 
 
 def test_a_stream_file_vanishing_under_a_sync_is_skipped(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: FileStore, monkeypatch: pytest.MonkeyPatch) -> None:
     store.append("t", stream="a")
     real_pending = Index._pending
 
@@ -124,7 +124,7 @@ def test_a_stream_file_vanishing_under_a_sync_is_skipped(
     assert [f.seq for f in store.read()] == [1, 2]
 
 
-def test_bounds_too_large_for_the_index_are_bad_queries(store: Store) -> None:
+def test_bounds_too_large_for_the_index_are_bad_queries(store: FileStore) -> None:
     store.append("t")
     for call in (lambda: store.read(after_seq=2**63), lambda: store.read(limit=2**64),
                  lambda: store.last("t", 2**63), lambda: store.read(after_seq=-1),
@@ -134,7 +134,7 @@ def test_bounds_too_large_for_the_index_are_bad_queries(store: Store) -> None:
 
 
 async def test_a_subscription_ends_with_the_error_when_the_store_keeps_failing(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: FileStore, monkeypatch: pytest.MonkeyPatch) -> None:
     store.append("t")
     monkeypatch.setattr(subscribe_module, "_MAX_FAILURES", 2)
     async with store.subscribe() as sub:
@@ -183,13 +183,13 @@ def test_a_partial_line_the_head_does_not_know_is_closed_before_an_append(
         assert [e.excerpt for e in store.errors()] == ['{"id":"03hag']
 
 
-def test_text_content_without_a_utf8_form_is_refused(store: Store) -> None:
+def test_text_content_without_a_utf8_form_is_refused(store: FileStore) -> None:
     with pytest.raises(InvalidContentError, match="surrogates"):
         store.append("a.b", content="bad \ud800")
     assert list(store.read()) == []
 
 
-def test_a_stray_file_in_the_content_store_is_ignored(store: Store, store_dir: Path) -> None:
+def test_a_stray_file_in_the_content_store_is_ignored(store: FileStore, store_dir: Path) -> None:
     frame = store.append("a.b", content=b"kept")
     (store_dir / "cas" / "sha256" / ".DS_Store").write_bytes(b"junk")
     assert store.stats()["content_objects"] == 1

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from ralph.store import Frame, Lag, Store, Subscription
+from ralph.store import FileStore, Frame, Lag, Store, Subscription
 from tests.store.helpers import kill_group, start_python
 
 
@@ -20,7 +20,7 @@ async def _take(sub: Subscription, count: int, timeout: float = 30) -> list[Fram
     return frames
 
 
-async def test_replay_then_live(store: Store) -> None:
+async def test_replay_then_live(store: FileStore) -> None:
     for i in range(5):
         store.append("t", {"i": i})
     async with store.subscribe() as sub:
@@ -30,7 +30,7 @@ async def test_replay_then_live(store: Store) -> None:
         assert [f.meta["i"] for f in await _take(sub, 3)] == [5, 6, 7]
 
 
-async def test_after_seq_and_filters(store: Store) -> None:
+async def test_after_seq_and_filters(store: FileStore) -> None:
     for i in range(6):
         store.append("ralph.a.note" if i % 2 else "ralph.b.iteration", {"i": i},
                      stream=f"s{i % 3}")
@@ -45,7 +45,7 @@ async def test_after_seq_and_filters(store: Store) -> None:
         assert [f.meta["i"] for f in await _take(sub, 2)] == [0, 3]
 
 
-async def test_boundary_with_a_concurrent_writer_thread(store: Store) -> None:
+async def test_boundary_with_a_concurrent_writer_thread(store: FileStore) -> None:
     total = 3000
     for i in range(500):
         store.append("t", {"i": i}, stream=f"s{i % 3}")
@@ -81,7 +81,7 @@ with Store(path, durability="never") as store:
 """
 
 
-async def test_frames_from_another_process(store: Store) -> None:
+async def test_frames_from_another_process(store: FileStore) -> None:
     for i in range(100):
         store.append("x.here", {"i": i})
     proc = start_python(_WRITER, str(store.path), "2000")
@@ -94,7 +94,7 @@ async def test_frames_from_another_process(store: Store) -> None:
     assert [f.meta["i"] for f in frames if f.topic == "x.w"] == list(range(2000))
 
 
-async def test_two_stores_in_two_processes_live_only(store: Store) -> None:
+async def test_two_stores_in_two_processes_live_only(store: FileStore) -> None:
     """A subscriber that starts at the current end sees only what comes after."""
     store.append("old")
     async with store.subscribe(after_seq=store.last_seq) as sub:
@@ -122,7 +122,7 @@ async def test_a_slow_subscriber_is_told_and_resumes_from_the_index(store_dir: P
         assert all(lag.dropped <= 20 for lag in lags)
 
 
-async def test_closing_ends_iteration(store: Store) -> None:
+async def test_closing_ends_iteration(store: FileStore) -> None:
     sub = store.subscribe()
     store.append("t")
     assert len(await _take(sub, 1)) == 1
@@ -150,7 +150,7 @@ async def test_closing_the_store_ends_its_subscriptions(store_dir: Path) -> None
         assert await waiter == []
 
 
-async def test_subscriptions_of_one_loop_share_a_hub(store: Store) -> None:
+async def test_subscriptions_of_one_loop_share_a_hub(store: FileStore) -> None:
     store.append("t")
     async with store.subscribe() as a, store.subscribe() as b:
         await _take(a, 1)

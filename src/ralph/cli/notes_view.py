@@ -15,7 +15,7 @@ from ralph.notes import Note, group_by_type, list_notes, open_notes
 
 
 def show_notes(note_type: str | None, name: str | None, as_json: bool,
-               store: Path | None, *, open_only: bool = False) -> None:
+               store: str | Path | None, *, open_only: bool = False) -> None:
     """Notes of one type (`note_type`) and session (`name`), or all, from the store at `store`
     (default: ralph.project.store_path); with `open_only`, only those still open."""
     with open_store(store) as opened:

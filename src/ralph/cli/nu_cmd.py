@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -139,7 +138,7 @@ def _piped_prompt() -> str:
         raise typer.Exit(EXIT_USAGE) from None
 
 
-def _run(options: NuOptions, store: Path | None, quiet: bool, verbose: bool) -> int:
+def _run(options: NuOptions, store: str | None, quiet: bool, verbose: bool) -> int:
     from rich.console import Console
 
     from ralph.cli.display import RunDisplay
@@ -147,14 +146,14 @@ def _run(options: NuOptions, store: Path | None, quiet: bool, verbose: bool) -> 
     from ralph.errors import RalphError
     from ralph.nu.service import prepare
     from ralph.project import find_project_root, store_path
-    from ralph.store import Store
+    from ralph.store import FileStore
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     stop = StopSignal()
     try:
         root = find_project_root()
         # Absolute: the agent runs in the project root, wherever this was started.
-        opened = Store(store_path(store).resolve(), create=False)
+        opened = FileStore(store_path(store).resolve(), create=False)
     except RalphError as exc:
         error_line(str(exc))
         return EXIT_FAILED

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,8 +11,9 @@ from ralph.cli.storeopen import open_store
 __all__ = ["StoreOption", "open_store"]
 
 StoreOption = Annotated[
-    Path | None,
-    typer.Option("--store", metavar="PATH", help="Store directory (default: $RALPH_STORE, "
-                                                 "else .ralph/store under the project root).",
+    str | None,
+    typer.Option("--store", metavar="PATH|URL",
+                 help="Store directory or postgresql:// URL (default: $RALPH_STORE, else "
+                      ".ralph/store under the project root).",
                  show_default=False),
 ]

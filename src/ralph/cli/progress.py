@@ -7,16 +7,25 @@ import sys
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 
 @contextlib.contextmanager
-def byte_progress(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A callback (done, total) that drives a progress bar, or does nothing off a terminal."""
+def byte_progress(label: str, *, unit: str = "bytes") -> Iterator[Callable[[int, int], None]]:
+    """A callback (done, total) that drives a progress bar, or does nothing off a terminal;
+    `unit` "items" counts (frames copied) instead of bytes."""
     if not sys.stderr.isatty():
         yield lambda done, total: None
         return
-    columns = (TextColumn(label), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    amount = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
+    columns = (TextColumn(label), BarColumn(), amount, TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
 

@@ -165,3 +165,34 @@ def gc(
                 "streams_rewritten": report.streams_rewritten,
                 "content_removed": report.content_removed, "bytes_freed": report.bytes_freed,
                 "dry_run": report.dry_run})
+
+
+@app.command(cls=HelpCommand)
+def copy(
+    source: Annotated[str, typer.Argument(metavar="SRC",
+                                          help="The store to copy: a directory or a "
+                                               "postgresql:// URL.")],
+    target: Annotated[str, typer.Argument(metavar="DST",
+                                          help="An empty store to copy into (created if "
+                                               "missing), of either kind.")],
+) -> None:
+    """Copy every frame and its content into an empty store, e.g. a directory to PostgreSQL."""
+    from ralph.cli.progress import byte_progress
+    from ralph.project import store_location
+    from ralph.store import StoreError
+    from ralph.store.copy import copy_store
+
+    src_location, dst_location = store_location(source), store_location(target)
+    if str(src_location) == str(dst_location) or (
+            not isinstance(src_location, str) and not isinstance(dst_location, str)
+            and src_location.resolve() == dst_location.resolve()):
+        raise StoreError("SRC and DST are the same store: name another store to copy into")
+    with open_store(source) as opened:
+        if not opened.exists:
+            raise StoreError(f"no store at {opened.display_location}: nothing to copy")
+        with open_store(target, create=True) as into, \
+                byte_progress("copying frames", unit="items") as progress:
+            report = copy_store(opened, into, progress)
+            where = into.display_location
+    write_json({"frames": report.frames, "content_objects": report.content_objects,
+                "last_seq": report.last_seq, "target": where})

@@ -313,7 +313,7 @@ class Iteration:
                "RALPH_ITERATION": str(rec.iteration),
                "RALPH_ATTEMPT": rec.attempt_id.rsplit("-", 1)[-1],
                "RALPH_RUN_ID": self.run_id, "RALPH_PROMPT_FILE": str(prompt_file),
-               "RALPH_STORE": str(self.ctx.store.path), "RALPH_PROJECT_ROOT": str(paths.root),
+               "RALPH_STORE": self.ctx.store.location, "RALPH_PROJECT_ROOT": str(paths.root),
                "RALPH_ROLE": role}
         if self.ctx.plan is not None and rec.session_number is not None:
             env |= self.ctx.plan.env(rec.session_number)

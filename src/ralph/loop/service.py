@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +28,13 @@ from ralph.config import CONFIG_FILE, Config, ConfigError, ResolvedAgent, load_c
 from ralph.errors import RalphError
 from ralph.git import Git, WorkTree
 from ralph.loop.control import ControlAction, ControlFollower, ControlReply, ask, describe
+from ralph.loop.decide import (
+    STOPPED_MESSAGE,
+    Progress,
+    after_final_check,
+    after_iteration,
+    next_turn,
+)
 from ralph.loop.errors import LoopBusy, LoopClosed, LoopError, NothingToDo
 from ralph.loop.events import EventSink, Observer, run_stream
 from ralph.loop.gates import run_gates
@@ -70,7 +77,6 @@ from ralph.store import Store
 from ralph.store.ids import IdGenerator
 from ralph.store.streams import stream_path
 from ralph.tracker import Snapshot, open_tracker
-from ralph.wording import counted, every_task
 
 T = TypeVar("T")
 log = logging.getLogger("ralph.loop")
@@ -326,6 +332,68 @@ class LoopService:
             return 0.0
         return max(0.0, starts[-per_hour] + HOUR_S - now)
 
+    # -- a run whose loop is elsewhere (ralph.scale: a Temporal workflow) ---------------------
+
+    async def remote_iteration(self, run_id: str, agent: str | None, state: LoopState
+                               ) -> tuple[StepResult, LoopState]:
+        """One iteration of run `run_id` in this work directory, which the caller checked
+        out on the run's branch, from the run's `state` (the workflow carries it from
+        iteration to iteration, whichever machine runs them): as `step`, but the run's start,
+        end, control and branch are the caller's. The state after it comes back with it."""
+        self.paths.state.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has none
+        save_state(self.paths.state, replace(state, active_run=None, in_flight=None))
+        async with self._session(run_id, agent, 1, "run", TreePolicy(),
+                                 remote=True) as (ctx, resolved):
+            emit = EventSink(self.store, run_id, self.observer)
+            result = await self._iterate(ctx, run_id, resolved, emit)
+            ctx.state.active_run = None
+            ctx.save()
+            return result, ctx.state
+
+    def remote_progress(self, state: LoopState | None = None) -> tuple[Progress, int]:
+        """The tracker here as a run's decisions see it, and how many tasks are done."""
+        ctx = LoopContext(self.paths, self.config, self.store, self.git,
+                          state or LoopState(), source=self._status_source, plan=self.plan)
+        tasks = ctx.tracker().snapshot()
+        return Progress(len(tasks), tasks.all_done(), tasks.next_task() is not None), tasks.done
+
+    def remote_over_budget(self, run_id: str, state: LoopState) -> str | None:
+        ctx = LoopContext(self.paths, self.config, self.store, self.git, state,
+                          source=self._status_source, plan=self.plan)
+        return self._over_budget(ctx, run_id)
+
+    async def remote_final_check(self, run_id: str, state: LoopState,
+                                 last_verified: bool) -> tuple[bool, str]:
+        """The check a run makes when every task is marked done (see `_final_check`)."""
+        ctx = LoopContext(self.paths, self.config, self.store, self.git, state,
+                          source=self._status_source, plan=self.plan)
+        emit = EventSink(self.store, run_id, self.observer)
+        return await self._final_check(ctx, emit, run_id, last_verified)
+
+    async def record_remote_start(self, run_id: str, agent: str | None, limit: int,
+                                  extra: dict[str, Any]) -> str:
+        """Check what a start checks, then record `run.started` (with `extra` fields); the
+        agent's name."""
+        resolved = await self.check(agent)
+        emit = EventSink(self.store, run_id, self.observer)
+        emit("run.started", {"agent": resolved.name, "maxIterations": limit,
+                             "startIteration": 1, "mode": "run", **extra})
+        self._warn_at_start(emit)
+        return resolved.name
+
+    def record_remote_stop(self, run_id: str, state: LoopState, reason: StopReason,
+                           message: str, count: int, started_at: str | None,
+                           extra: dict[str, Any]) -> RunOutcome:
+        """Record `run.stopped` for a remote run, with the figures a local run gives."""
+        self.paths.state.parent.mkdir(parents=True, exist_ok=True)
+        ctx = LoopContext(self.paths, self.config, self.store, self.git, state,
+                          source=self._status_source, plan=self.plan)
+        emit = EventSink(self.store, run_id, self.observer, tags=extra)
+        outcome = self._outcome(ctx, run_id, reason, message, count, None,
+                                started_at=started_at)
+        self._finish_run(ctx, emit, reason, message, count, outcome)
+        return outcome
+
     # -- status ------------------------------------------------------------------------------
 
     def status(self) -> StatusReport:
@@ -359,29 +427,24 @@ class LoopService:
         count = 0
         last_verified = False
         while True:
-            if self._stop_requested:
-                return "stopped", "stopped on request", count
-            tasks = ctx.tracker().snapshot()
-            if tasks.all_done():
+            tasks = ctx.tracker().snapshot() if not self._stop_requested else Snapshot(())
+            turn = next_turn(Progress(len(tasks), tasks.all_done(), tasks.next_task() is not None),
+                             count=count, limit=limit, stop_requested=self._stop_requested,
+                             paused=self._paused)
+            if turn.stop is not None:
+                return turn.stop.reason, turn.stop.message, count
+            if turn.action == "final_check":
                 try:
                     ok, why = await self._until_stopped(
                         self._final_check(ctx, emit, run_id, last_verified))
                 except asyncio.CancelledError:
                     if self._stopped_on_request():
-                        return "stopped", "stopped on request", count
+                        return "stopped", STOPPED_MESSAGE, count
                     raise
-                if ok:
-                    if self.plan is not None:
-                        return "complete", f"session {self.plan.name} is verified complete", count
-                    return "complete", f"{every_task(len(tasks))} verified done", count
-                return "error", why, count
-            if tasks.next_task() is None:
-                return ("no_progress", "no task can move: every remaining task is blocked or "
-                        "waits on a blocked one", count)
-            if count >= limit:
-                return ("max_iterations",
-                        f"reached the limit of {counted(limit, 'iteration')}", count)
-            if self._paused:  # only a run with something left to do holds (then looks again)
+                end = after_final_check(ok, why, total=len(tasks),
+                                        session=self.plan.name if self.plan else None)
+                return end.reason, end.message, count
+            if turn.action == "wait":
                 await self._wait_resume(emit)
                 continue
             try:
@@ -389,7 +452,7 @@ class LoopService:
                 result = await self._iterate(ctx, run_id, agent, emit)
             except asyncio.CancelledError:
                 if self._stopped_on_request():
-                    return "stopped", "stopped on request", count + 1
+                    return "stopped", STOPPED_MESSAGE, count + 1
                 raise
             except NothingToDo:
                 continue
@@ -398,14 +461,13 @@ class LoopService:
                 return "error", str(exc), count + 1
             count += 1
             last_verified = result.verified
-            over = self._over_budget(ctx, run_id)
-            if over is not None:
-                done, total = self._progress(ctx)
-                if not total or done < total:  # every task done: complete (loop's top)
-                    return "budget", over, count
-            if ctx.state.no_progress_streak >= self.config.loop.no_progress_limit:
-                return ("no_progress", f"no progress in {ctx.state.no_progress_streak} "
-                        "iterations in a row", count)
+            done, total = self._progress(ctx)
+            ended = after_iteration(over_budget=self._over_budget(ctx, run_id), done=done,
+                                    total=total,
+                                    no_progress_streak=ctx.state.no_progress_streak,
+                                    no_progress_limit=self.config.loop.no_progress_limit)
+            if ended is not None:
+                return ended.reason, ended.message, count
 
     async def _iterate(self, ctx: LoopContext, run_id: str, agent: ResolvedAgent,
                        emit: EventSink) -> StepResult:
@@ -463,8 +525,11 @@ class LoopService:
 
     @contextlib.asynccontextmanager
     async def _session(self, run_id: str, agent: str | None, limit: int, mode: str,
-                       policy: TreePolicy, *, reserved: bool = False
+                       policy: TreePolicy, *, reserved: bool = False, remote: bool = False
                        ) -> AsyncIterator[tuple[LoopContext, ResolvedAgent]]:
+        """The lock, recovery, checks and the run's record around its work. `remote`: one
+        iteration of a run whose loop is elsewhere (ralph.scale): its start, end and control
+        are the caller's, and so is the branch."""
         if not reserved:
             self._check_idle()
         server: AgentServer | None = None
@@ -482,7 +547,7 @@ class LoopService:
             if self._config_put_back:  # the one loaded was the agent's: read the one put back
                 self.config = ctx.config = load_config(self.paths.root)
                 self._status_source = ctx.source = StatusSource(self.paths, self.config.files)
-            resolved = await self._preflight(ctx, agent, policy, run_id=run_id)
+            resolved = await self._preflight(ctx, agent, policy, run_id=run_id, remote=remote)
             # A stop (Ctrl-C) while the server starts ends its start, not after it; a run
             # stopped before it got here starts none. Either way the run goes on to record
             # itself as started and stopped (its loop sees the stop first thing).
@@ -500,17 +565,19 @@ class LoopService:
             ctx.save()
             emit = EventSink(self.store, run_id, self.observer)
             loop = asyncio.get_running_loop()
-            helpers += [loop.create_task(self._heartbeat()), loop.create_task(
-                ControlFollower(self.store, emit, self._apply_control,
-                                self.paths.lock).follow())]
-            self._pausable = mode == "run"
-            emit("run.started", {"agent": resolved.name, "maxIterations": limit,
-                                 "startIteration": state.iteration_count + 1, "mode": mode})
-            self._warn_at_start(emit)
+            helpers.append(loop.create_task(self._heartbeat()))
+            if not remote:
+                helpers.append(loop.create_task(ControlFollower(
+                    self.store, emit, self._apply_control, self.paths.lock).follow()))
+                self._pausable = mode == "run"
+                emit("run.started", {"agent": resolved.name, "maxIterations": limit,
+                                     "startIteration": state.iteration_count + 1,
+                                     "mode": mode})
+                self._warn_at_start(emit)
             try:
                 yield ctx, resolved
             except BaseException as exc:
-                if state.active_run is not None:  # ended by an error, not by _finish_run
+                if state.active_run is not None and not remote:  # not ended by _finish_run
                     self._end_by(exc, ctx, emit)
                 raise
         finally:
@@ -635,7 +702,7 @@ class LoopService:
         return tasks.done, len(tasks)
 
     async def _preflight(self, ctx: LoopContext, agent: str | None, policy: TreePolicy, *,
-                         run_id: str | None) -> ResolvedAgent:
+                         run_id: str | None, remote: bool = False) -> ResolvedAgent:
         """Everything that can be wrong before an agent starts, each as one clear error;
         then (`run_id` given: a real start) the branch, and the tree made ready: Ralph's
         project files committed, other changes refused or committed on their own."""
@@ -659,7 +726,7 @@ class LoopService:
                                allow_dirty=policy.allow_dirty,
                                require_clean=policy.require_clean)
             return resolved
-        if self.config.git.branch:
+        if self.config.git.branch and not remote:  # a remote run's branch is its own
             current = await self.git.current_branch()
             if current != self.config.git.branch:
                 branch = self.config.git.branch

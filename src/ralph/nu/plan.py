@@ -22,7 +22,7 @@ from ralph.tracker.protocol import TrackerFormat
 if TYPE_CHECKING:
     from ralph.loop.results import StepResult
     from ralph.notes import Note
-    from ralph.store import Store
+    from ralph.store import FileStore
 
 UNSETTLED_SHOWN = 5  # open notes named in a rejection
 
@@ -40,7 +40,7 @@ class PromptParts:
 class NuPlan:
     """Session `name` on `store`; `parts` make its prompts."""
 
-    def __init__(self, name: str, store: Store, parts: PromptParts) -> None:
+    def __init__(self, name: str, store: FileStore, parts: PromptParts) -> None:
         self.name = name
         self.store = store
         # Absolute: the agent runs in the project root, wherever `ralph nu` was started.

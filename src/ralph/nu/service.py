@@ -30,7 +30,7 @@ from ralph.scaffold import template
 if TYPE_CHECKING:
     from ralph.loop.events import Observer
     from ralph.loop.results import RunOutcome
-    from ralph.store import Store
+    from ralph.store import FileStore
 
 @dataclass(frozen=True)
 class NuSetup:
@@ -48,7 +48,7 @@ class NuSetup:
                                       allow_dirty=options.allow_dirty)
 
 
-def prepare(root: Path, options: NuOptions, store: Store, *,
+def prepare(root: Path, options: NuOptions, store: FileStore, *,
             observer: Observer | None = None) -> NuSetup:
     """Everything `ralph nu` checks before anything starts, then the loop service for it.
 

@@ -211,7 +211,7 @@ class SessionService:
         rules = self.config.approvals
         return PolicyFile(ApprovalPolicy(mode, tuple(rules.allow), tuple(rules.deny),
                                          float(rules.timeout_seconds)),
-                          self.store.path.resolve(), session_id,
+                          Path(self.store.location), session_id,
                           self.session_dir(session_id).resolve(), cwd)
 
     def _claim(self, agent: str, cwd: Path, session_id: str) -> FileLock:

@@ -28,10 +28,11 @@ if TYPE_CHECKING:
         StoreNotWritableError,
         StoreWriteError,
     )
+    from ralph.store.filestore import FileStore
     from ralph.store.frame import DEFAULT_STREAM, Frame, check_stream, check_topic, parse_meta_json
     from ralph.store.index import ParseError, SyncResult
     from ralph.store.retention import GcReport, Policy, Rule
-    from ralph.store.store import Store
+    from ralph.store.store import Draft, Store
     from ralph.store.subscribe import Lag, Subscription
     from ralph.store.writer import DURABILITY_MODES, Durability
 
@@ -55,6 +56,8 @@ _WHERE = {
     "ParseError": "index",
     "Policy": "retention",
     "Rule": "retention",
+    "Draft": "store",
+    "FileStore": "filestore",
     "Store": "store",
     "StoreError": "errors",
     "StoreFullError": "errors",
@@ -72,7 +75,9 @@ __all__ = [
     "DURABILITY_MODES",
     "ContentCorruptError",
     "ContentNotFoundError",
+    "Draft",
     "Durability",
+    "FileStore",
     "Frame",
     "FrameNotFoundError",
     "GcReport",

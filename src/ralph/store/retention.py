@@ -24,8 +24,8 @@ from ralph.store.head import write_seq_floor
 from ralph.store.streams import stream_path
 
 if TYPE_CHECKING:
+    from ralph.store.filestore import FileStore
     from ralph.store.index import Index
-    from ralph.store.store import Store
 
 RETENTION_FILE = "retention.json"
 # last:N counts frames (seqs fit SQLite's INTEGER); time:MS is kept below 1,000 years, which
@@ -122,7 +122,7 @@ class GcReport:
     dry_run: bool
 
 
-def collect_garbage(store: Store, rules: list[Rule], *, dry_run: bool = False,
+def collect_garbage(store: FileStore, rules: list[Rule], *, dry_run: bool = False,
                     now_ms: int | None = None) -> GcReport:
     """Apply `rules`; with dry_run, only count what would go."""
     files = store._opened()

@@ -1,12 +1,13 @@
 """Live subscriptions: replay from the index, then live frames, with no gap and no duplicate.
 
 Each event loop that subscribes gets one Hub. The hub wakes when this process appends or when
-the store's head file changes (another process appended; seen through watchfiles), syncs the
-index, and pushes each new frame once to every live subscriber's bounded buffer. A subscriber
-starts in replay mode, paging through the index from its cursor; it turns live only when it
-has read everything the hub has pushed so far, which the hub cannot change behind its back
-because both run on the same event loop. A subscriber whose buffer overflows drops the buffer
-and goes back to replay from its cursor: memory stays bounded and no frame is lost.
+the store's backend says another process appended (the file store's head file changed, a
+PostgreSQL notification came), brings the store up to date, and pushes each new frame once to
+every live subscriber's bounded buffer. A subscriber starts in replay mode, paging through the
+index from its cursor; it turns live only when it has read everything the hub has pushed so
+far, which the hub cannot change behind its back because both run on the same event loop. A
+subscriber whose buffer overflows drops the buffer and goes back to replay from its cursor:
+memory stays bounded and no frame is lost.
 """
 
 from __future__ import annotations
@@ -17,11 +18,8 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
-
-import watchfiles
 
 from ralph.store.errors import StoreError
 from ralph.store.frame import Frame
@@ -33,8 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("ralph.store")
 
 PAGE = 500
-_SAFETY_POLL_MS = 1000  # a missed file event costs at most this much latency
-_FALLBACK_POLL_S = 0.02
 _MAX_FAILURES = 8  # consecutive failed refreshes (about 20 s of retrying) before giving up
 
 
@@ -173,7 +169,7 @@ class Hub:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks = [loop.create_task(self._run(), name="ralph-store-hub"),
-                       loop.create_task(self._watch(store.path / "head"),
+                       loop.create_task(store._watch_appends(self._wake.set, self._stop),
                                         name="ralph-store-watch")]
 
     def notify(self) -> None:
@@ -181,28 +177,6 @@ class Hub:
         if not self.loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 self.loop.call_soon_threadsafe(self._wake.set)
-
-    async def _watch(self, head: Path) -> None:
-        """Wake on every change of the head file: appends by other processes."""
-        while not head.exists():
-            # A store not created yet (a reader's `create=False`): look for it once per
-            # safety poll; an append through this Store wakes the hub at once anyway.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), _SAFETY_POLL_MS / 1000)
-            if self._stop.is_set():
-                return
-            self._wake.set()
-        try:
-            async for _changes in watchfiles.awatch(
-                head, watch_filter=None, debounce=20, step=1, stop_event=self._stop,
-                rust_timeout=_SAFETY_POLL_MS, yield_on_timeout=True, recursive=False,
-            ):
-                self._wake.set()
-        except (OSError, RuntimeError) as exc:  # no inotify here: fall back to polling
-            log.warning("cannot watch %s (%s); polling it instead", head, exc)
-            while not self._stop.is_set():
-                await asyncio.sleep(_FALLBACK_POLL_S)
-                self._wake.set()
 
     async def _run(self) -> None:
         failures = 0

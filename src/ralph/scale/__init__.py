@@ -1,0 +1,1 @@
+"""Ralph across machines: runs as Temporal workflows, a shared store, work moved through git."""

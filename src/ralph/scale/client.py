@@ -1,0 +1,73 @@
+"""Starting, steering and asking after RalphRun workflows, from any machine that reaches
+Temporal (`ralph run --on temporal`, `ralph status/pause/resume/stop --run ID`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ralph.errors import RalphError
+from ralph.scale.model import DEFAULT_NAMESPACE, DEFAULT_QUEUE, WORKFLOW, RunEnd, RunSpec, RunStatus
+
+if TYPE_CHECKING:
+    from temporalio.client import Client, WorkflowHandle
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+class TemporalError(RalphError):
+    """Temporal cannot be reached, or does not know the run."""
+
+
+async def connect(address: str, namespace: str = DEFAULT_NAMESPACE) -> Client:
+    """A client of the Temporal server at HOST:PORT; TemporalError in one line otherwise."""
+    import asyncio  # noqa: PLC0415
+
+    from temporalio.client import Client  # noqa: PLC0415 - the scale extra
+
+    if ":" not in address:
+        raise TemporalError(f"--temporal must be HOST:PORT, not {address!r}")
+    try:
+        return await asyncio.wait_for(Client.connect(address, namespace=namespace),
+                                      CONNECT_TIMEOUT_S)
+    except (TimeoutError, RuntimeError, OSError) as exc:
+        raise TemporalError(f"cannot reach Temporal at {address}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else 'timed out'}") from None
+
+
+async def start(client: Client, spec: RunSpec, queue: str = DEFAULT_QUEUE) -> None:
+    """Start the run's workflow (its id is the run id)."""
+    await client.start_workflow(WORKFLOW, spec, id=spec.run_id, task_queue=queue,
+                                result_type=RunEnd)
+
+
+def handle(client: Client, run_id: str) -> WorkflowHandle[object, RunEnd]:
+    return client.get_workflow_handle(run_id, result_type=RunEnd)
+
+
+async def status(client: Client, run_id: str) -> RunStatus:
+    """The run's status (its workflow answers while it runs; an ended run answers too,
+    Temporal replays its history to ask it)."""
+    from temporalio.service import RPCError  # noqa: PLC0415
+
+    try:
+        answer: RunStatus = await handle(client, run_id).query(
+            "status", result_type=RunStatus)
+    except RPCError as exc:
+        raise TemporalError(f"Temporal does not know run {run_id}: {exc.message}") from None
+    return answer
+
+
+async def signal(client: Client, run_id: str, action: str) -> bool:
+    """Send `stop`, `pause` or `resume`; False if the run has ended (nothing to steer)."""
+    from temporalio.client import WorkflowExecutionStatus  # noqa: PLC0415
+    from temporalio.service import RPCError  # noqa: PLC0415
+
+    run = handle(client, run_id)
+    try:
+        described = await run.describe()
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            return False
+        await run.signal(action)
+    except RPCError as exc:
+        raise TemporalError(f"Temporal does not know run {run_id}: {exc.message}") from None
+    return True
