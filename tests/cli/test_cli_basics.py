@@ -13,7 +13,8 @@ from ralph import __version__
 from ralph.store import Store
 from tests.cli.helpers import RALPH, TIMEOUT, Cli, assert_error, run_ralph
 
-STORE_VERBS = ["append", "cat", "last", "get", "cas", "sync", "rebuild", "stats", "errors", "gc"]
+STORE_VERBS = ["append", "cat", "last", "get", "cas", "sync", "rebuild", "stats", "errors", "gc",
+               "copy"]
 CONSOLE_SCRIPT = Path(sys.executable).parent / "ralph"
 
 

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workflow": ("ralph.cli.workflow_cmd", "app"),
     "nu": ("ralph.cli.nu_cmd", "app"),
     "xs": ("ralph.cli.xs_cmd", "app"),
+    "worker": ("ralph.cli.scale_cmd", "worker"),
 }
 
 

@@ -43,6 +43,18 @@ def _text(value: str | bool | None) -> str | None:
 
 
 def _status(options: Options) -> None:
+    run = _text(options.get("--run"))
+    if run is not None or "--temporal" in options or "--namespace" in options:
+        import typer  # a run on Temporal: the Typer command asks its workflow
+
+        from ralph.cli.loop_cmd import status
+
+        try:
+            status("--json" in options, _path(options.get("--root")), run,
+                   _text(options.get("--temporal")), _text(options.get("--namespace")))
+        except typer.Exit as exc:
+            raise SystemExit(exc.exit_code) from None
+        return
     from ralph.cli.status_view import show_status
 
     show_status("--json" in options, _path(options.get("--root")))
@@ -68,7 +80,8 @@ def _note_types() -> tuple[str, ...]:
 
 
 FORMS: dict[tuple[str, ...], Form] = {
-    ("status",): Form(_status, flags=frozenset({"--json"}), values=frozenset({"--root"})),
+    ("status",): Form(_status, flags=frozenset({"--json"}),
+                      values=frozenset({"--root", "--run", "--temporal", "--namespace"})),
     ("tasks",): Form(_tasks, flags=frozenset({"--json"}), values=frozenset({"--root"})),
     ("notes", "list"): Form(_notes_list, flags=frozenset({"--json", "--open"}),
                             values=frozenset({"--type", "--name", "--store"}),

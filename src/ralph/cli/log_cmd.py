@@ -36,7 +36,11 @@ def log(run: Annotated[str | None, typer.Option(
                                                   help="Project root.")] = None,
         workflow: Annotated[str | None, typer.Option(
             "--workflow", metavar="SESSION_ID",
-            help="A `ralph workflow` session's steps instead of a run.")] = None) -> None:
+            help="A `ralph workflow` session's steps instead of a run.")] = None,
+        store: Annotated[str | None, typer.Option(
+            "--store", metavar="PATH|URL", show_default=False,
+            help="Read this store instead of the project's (the postgresql:// store that "
+                 "the workers of runs on Temporal share).")] = None) -> None:
     """Show a run's history: iterations, the agent's text and tool calls, gates with the end
     of a failing one's output, verdicts, commits, and the run's summary. With --workflow, a
     workflow session's steps: states, role calls and results, violations, gates, markers
@@ -44,10 +48,8 @@ def log(run: Annotated[str | None, typer.Option(
 
     With --follow, go on with what comes next (a run in progress, and the runs after it;
     with --run, until that run ends). Exit code: 0, or 1 when the run named is unknown."""
-    import asyncio
-
-    from ralph.loop.events import run_stream
     from ralph.loop.paths import ProjectPaths
+    from ralph.project import store_location
     from ralph.store import Store
 
     if workflow is not None and run is not None:
@@ -57,41 +59,53 @@ def log(run: Annotated[str | None, typer.Option(
     if workflow is not None:
         _workflow_log(paths.store, workflow, follow=follow, json=json)
         return
-    # Nothing recorded (no store, or the empty directory `ralph init` makes): never create one.
-    if not (paths.store / "head").exists():
-        if not follow:
-            typer.echo("no run recorded yet", err=True)
-            raise typer.Exit(0 if run is None else 1)
-        try:  # the first run creates it
-            while not (paths.store / "head").exists():
-                time.sleep(STORE_WAIT_S)
-        except KeyboardInterrupt:
-            raise typer.Exit(0) from None
+    # The project's store is where its loop records runs; --store names another (the store
+    # that workers of runs on Temporal share).
+    location = store_location(store) if store is not None else paths.store
     view = _View(json=json, verbose=verbose)
     try:
-        with Store(paths.store) as store:
-            run_id = run if run is not None else _latest_run(store)
-            # One cut for both: what the history shows is up to `cursor`, what --follow
-            # shows comes after it (never a frame twice, never one missed).
-            cursor = store.last_seq
-            if run_id is not None:
-                shown = view.show(f for f in store.read(stream=run_stream(run_id))
-                                  if f.seq <= cursor)
-                if not shown and run is not None:
-                    error_line(f"no run {run!r} in {paths.store} (`ralph log` shows the "
-                               "latest; run ids start with run_)")
-                    raise typer.Exit(1)
-                if run is not None and view.ended:
-                    return
-            elif not follow:
-                typer.echo("no run recorded yet", err=True)
-                return
-            if follow:
-                with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a follow: exit 0
-                    asyncio.run(_follow(store, view, cursor, run))
+        with Store(location, create=False) as opened:
+            # Nothing recorded (no store, or the empty directory `ralph init` makes): never
+            # create one.
+            if not opened.exists:
+                if not follow:
+                    typer.echo("no run recorded yet", err=True)
+                    raise typer.Exit(0 if run is None else 1)
+                try:  # the first run creates it
+                    while not opened.exists:
+                        time.sleep(STORE_WAIT_S)
+                except KeyboardInterrupt:
+                    raise typer.Exit(0) from None
+            _show_log(opened, view, run, follow=follow)
     except RalphError as exc:
         error_line(str(exc))
         raise typer.Exit(2) from None
+
+
+def _show_log(store: Store, view: _View, run: str | None, *, follow: bool) -> None:
+    """A run's history (`run`, else the latest), then with `follow` what comes next."""
+    import asyncio
+
+    from ralph.loop.events import run_stream
+
+    run_id = run if run is not None else _latest_run(store)
+    # One cut for both: what the history shows is up to `cursor`, what --follow shows comes
+    # after it (never a frame twice, never one missed).
+    cursor = store.last_seq
+    if run_id is not None:
+        shown = view.show(f for f in store.read(stream=run_stream(run_id)) if f.seq <= cursor)
+        if not shown and run is not None:
+            error_line(f"no run {run!r} in {store.display_location} (`ralph log` shows the "
+                       "latest; run ids start with run_)")
+            raise typer.Exit(1)
+        if run is not None and view.ended:
+            return
+    elif not follow:
+        typer.echo("no run recorded yet", err=True)
+        return
+    if follow:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a follow: exit 0
+            asyncio.run(_follow(store, view, cursor, run))
 
 
 class _View:

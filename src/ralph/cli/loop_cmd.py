@@ -16,6 +16,14 @@ import typer
 
 from ralph.cli.helpfmt import at_least
 from ralph.cli.output import error_line, write_json
+from ralph.cli.scale_cmd import (
+    NamespaceOption,
+    QueueOption,
+    RunIdOption,
+    TemporalOption,
+    run_on_temporal,
+    status_of_run,
+)
 from ralph.errors import RalphError
 from ralph.project import find_project_root
 
@@ -175,13 +183,62 @@ def run(agent: AgentOption = None,
             "--max-iterations", metavar="N", callback=at_least(1),
             help="Stop after N iterations (default: loop.max_iterations).")] = None,
         json: JsonOption = False, quiet: QuietOption = False, verbose: VerboseOption = False,
-        require_clean: CleanOption = False, allow_dirty: DirtyOption = False) -> None:
+        require_clean: CleanOption = False, allow_dirty: DirtyOption = False,
+        on: Annotated[str, typer.Option(
+            "--on", metavar="WHERE", help="local (here), or temporal: a workflow whose "
+                                          "iterations run on `ralph worker`s.")] = "local",
+        temporal: TemporalOption = None,
+        repo: Annotated[str | None, typer.Option(
+            "--repo", metavar="URL", show_default=False,
+            help="With --on temporal: the git repository the workers check out (a URL, or "
+                 "a path every worker reaches).")] = None,
+        branch: Annotated[str | None, typer.Option(
+            "--branch", metavar="B", show_default=False,
+            help="With --on temporal: the run's branch (default: ralph/<run id>).")] = None,
+        base: Annotated[str | None, typer.Option(
+            "--base", metavar="B", show_default=False,
+            help="With --on temporal: the branch a new run branch starts from (default: the "
+                 "repository's default branch).")] = None,
+        store: Annotated[str | None, typer.Option(
+            "--store", metavar="PATH|URL", show_default=False,
+            help="With --on temporal: the store the workers share, to follow the run's "
+                 "events (default: $RALPH_STORE).")] = None,
+        namespace: NamespaceOption = None, queue: QueueOption = None,
+        detach: Annotated[bool, typer.Option(
+            "--detach", help="With --on temporal: print the run id and return.")] = False,
+        ) -> None:
     """Loop until every task is verified done (or no progress, the iteration limit, a budget,
     a stop), then show a summary: tasks, iterations, duration, tokens and cost per agent.
+    With --on temporal, the loop is a Temporal workflow whose iterations run on workers.
 
     Exit code: 0 complete, 1 incomplete (no progress, the iteration limit, a budget), 2
     error, 130 stopped (Ctrl-C, SIGTERM, `ralph stop`), 129 the terminal closed (SIGHUP)."""
     from ralph.cli.render import summary_table
+
+    if on not in ("local", "temporal"):
+        error_line(f"--on must be local or temporal, not {on!r}")
+        raise typer.Exit(EXIT_ERROR)
+    remote_only = {"--temporal": temporal, "--repo": repo, "--branch": branch, "--base": base,
+                   "--store": store, "--namespace": namespace, "--queue": queue,
+                   "--detach": detach or None}
+    if on == "local":
+        given = [name for name, value in remote_only.items() if value is not None]
+        if given:
+            error_line(f"{given[0]} needs --on temporal")
+            raise typer.Exit(EXIT_ERROR)
+    else:
+        if require_clean or allow_dirty or quiet:
+            error_line("--require-clean, --allow-dirty and --quiet are for local runs")
+            raise typer.Exit(EXIT_ERROR)
+        try:
+            code = run_on_temporal(temporal=temporal, namespace=namespace, queue=queue,
+                                   repo=repo, branch=branch, base=base, agent=agent,
+                                   max_iterations=max_iterations, store=store, detach=detach,
+                                   json=json, verbose=verbose)
+        except RalphError as exc:
+            error_line(str(exc))
+            raise typer.Exit(EXIT_ERROR) from None
+        raise typer.Exit(code)
 
     stop = StopSignal()
     outcome, display = _with_service(quiet, verbose, lambda s: s.run(
@@ -202,10 +259,21 @@ def run(agent: AgentOption = None,
 
 def status(json: JsonOption = False,
            root: Annotated[Path | None, typer.Option("--root", metavar="PATH",
-                                                     help="Project root.")] = None
-           ) -> None:
+                                                     help="Project root.")] = None,
+           run: RunIdOption = None, temporal: TemporalOption = None,
+           namespace: NamespaceOption = None) -> None:
     """Show progress: done/total, the next task, whether a run is active, the last iteration
-    and blocked tasks."""
+    and blocked tasks. With --run, a run on Temporal, from any machine."""
+    if run is None and (temporal is not None or namespace is not None):
+        error_line("--temporal and --namespace need --run ID")
+        raise typer.Exit(EXIT_ERROR)
+    if run is not None:
+        try:
+            status_of_run(run, temporal=temporal, namespace=namespace, json=json)
+        except RalphError as exc:
+            error_line(str(exc))
+            raise typer.Exit(EXIT_ERROR) from None
+        return
     from ralph.cli.status_view import show_status
 
     show_status(json, root)

@@ -30,8 +30,17 @@ async def connect(address: str, namespace: str = DEFAULT_NAMESPACE) -> Client:
         return await asyncio.wait_for(Client.connect(address, namespace=namespace),
                                       CONNECT_TIMEOUT_S)
     except (TimeoutError, RuntimeError, OSError) as exc:
-        raise TemporalError(f"cannot reach Temporal at {address}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else 'timed out'}") from None
+        raise TemporalError(f"cannot reach Temporal at {address}: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The gist of a connection failure (the SDK's own text is a nest of transport errors)."""
+    text = str(exc)
+    for gist in ("Connection refused", "No route to host", "Name or service not known",
+                 "timed out", "deadline has elapsed"):
+        if gist.lower() in text.lower():
+            return gist.lower()
+    return text.splitlines()[0][:200] if text else "timed out"
 
 
 async def start(client: Client, spec: RunSpec, queue: str = DEFAULT_QUEUE) -> None:

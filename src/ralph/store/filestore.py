@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -11,7 +10,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,6 +22,10 @@ from ralph.store.index import Index, ParseError, Progress, SyncResult, TopicQuer
 from ralph.store.retention import GcReport, Rule, collect_garbage, load_rules
 from ralph.store.store import Store, closed_error
 from ralph.store.writer import Durability, Writer
+
+# asyncio is a subscription's (see ralph.store.store): imported by the first subscribe().
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger("ralph.store")
 
@@ -281,7 +284,9 @@ class FileStore(Store):
 
     async def _watch_appends(self, wake: Callable[[], None], stop: asyncio.Event) -> None:
         """Wake on every change of the head file: appends by other processes."""
-        import watchfiles  # noqa: PLC0415 - a subscription's, see ralph.store.store
+        import asyncio  # noqa: PLC0415 - a subscription's, see ralph.store.store
+
+        import watchfiles  # noqa: PLC0415
 
         head = self.path / "head"
         while not head.exists():

@@ -1,0 +1,273 @@
+"""`ralph worker`, and the `--on temporal` / `--run ID` forms of run, status, stop, pause and
+resume: thin faces over ralph.scale (the client of RalphRun workflows, and the worker).
+
+Nothing here imports temporalio until a command runs: `ralph run` alone must not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ralph.cli.helpfmt import at_least
+from ralph.cli.output import error_line, write_json
+from ralph.errors import RalphError
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from ralph.cli.log_cmd import _View
+    from ralph.scale.model import RunEnd
+    from ralph.store import Store
+
+TEMPORAL_ENV = "RALPH_TEMPORAL"
+NAMESPACE_ENV = "RALPH_TEMPORAL_NAMESPACE"
+QUEUE_ENV = "RALPH_TEMPORAL_QUEUE"
+_DRAIN_S = 5.0  # after a run's workflow ended: how long to wait for its last events
+
+TemporalOption = Annotated[str | None, typer.Option(
+    "--temporal", metavar="HOST:PORT", show_default=False,
+    help="The Temporal server (default: $RALPH_TEMPORAL).")]
+NamespaceOption = Annotated[str | None, typer.Option(
+    "--namespace", metavar="N", show_default=False,
+    help="Temporal namespace (default: $RALPH_TEMPORAL_NAMESPACE, else default).")]
+QueueOption = Annotated[str | None, typer.Option(
+    "--queue", metavar="Q", show_default=False,
+    help="Task queue the workers poll (default: $RALPH_TEMPORAL_QUEUE, else ralph).")]
+RunIdOption = Annotated[str | None, typer.Option(
+    "--run", metavar="ID", show_default=False,
+    help="A run on Temporal (`ralph run --on temporal`), from any machine.")]
+
+
+def temporal_address(given: str | None) -> str:
+    address = given or os.environ.get(TEMPORAL_ENV)
+    if not address:
+        raise RalphError("name the Temporal server: --temporal HOST:PORT (or set "
+                         f"${TEMPORAL_ENV})")
+    return address
+
+
+def namespace_of(given: str | None) -> str:
+    from ralph.scale.model import DEFAULT_NAMESPACE
+
+    return given or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
+
+
+def queue_of(given: str | None) -> str:
+    from ralph.scale.model import DEFAULT_QUEUE
+
+    return given or os.environ.get(QUEUE_ENV) or DEFAULT_QUEUE
+
+
+async def _client(temporal: str | None, namespace: str | None) -> Client:
+    from ralph.scale.client import connect
+
+    return await connect(temporal_address(temporal), namespace_of(namespace))
+
+
+# -- ralph worker ----------------------------------------------------------------------------
+
+def worker(
+    temporal: TemporalOption = None,
+    namespace: NamespaceOption = None,
+    queue: QueueOption = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", metavar="PATH|URL", show_default=False,
+        help="The store every worker and client shares: a postgresql:// URL (default: "
+             "$RALPH_STORE, else .ralph/store here).")] = None,
+    workdir: Annotated[Path | None, typer.Option(
+        "--workdir", metavar="DIR", show_default=False,
+        help="Where this worker checks runs out, a directory per run (default: "
+             "./ralph-work).")] = None,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", metavar="N", callback=at_least(1),
+        help="Iterations this worker runs at once.")] = 2,
+    name: Annotated[str | None, typer.Option(
+        "--name", metavar="NAME", show_default=False,
+        help="This worker's name in events (default: host:pid).")] = None,
+) -> None:
+    """Run the iterations of runs started with `ralph run --on temporal`, until Ctrl-C or
+    SIGTERM. Each run is checked out under --workdir; its agents run as they run locally.
+
+    Exit code: 0 stopped, 2 Temporal or the store cannot be reached."""
+    import asyncio
+    import signal
+
+    from ralph.project import store_location
+    from ralph.scale.worker import WorkerOptions, run_worker
+
+    options = WorkerOptions(
+        address=temporal_address(temporal), store=str(store_location(store)),
+        workdir=(workdir or Path("ralph-work")).absolute(), namespace=namespace_of(namespace),
+        queue=queue_of(queue), concurrency=concurrency, name=name)
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+        def ready(worker_name: str) -> None:
+            typer.echo(f"worker {worker_name} polls queue {options.queue} on "
+                       f"{options.address} (namespace {options.namespace}); work in "
+                       f"{options.workdir}; Ctrl-C stops", err=True)
+
+        await run_worker(options, stop, ready)
+
+    try:
+        asyncio.run(serve())
+    except RalphError as exc:
+        error_line(str(exc))
+        raise typer.Exit(2) from None
+    typer.echo("worker stopped", err=True)
+
+
+# -- ralph run --on temporal -----------------------------------------------------------------
+
+def run_on_temporal(*, temporal: str | None, namespace: str | None, queue: str | None,
+                    repo: str | None, branch: str | None, base: str | None,
+                    agent: str | None, max_iterations: int | None, store: str | None,
+                    detach: bool, json: bool, verbose: bool) -> int:
+    """Start a RalphRun; print its id; follow its events until it ends (Ctrl-C detaches).
+    The exit code, as a local run's."""
+    import asyncio
+
+    from ralph.cli.log_cmd import _View
+    from ralph.loop.service import new_run_id
+    from ralph.project import store_location
+    from ralph.scale import client as runs
+    from ralph.scale.model import RunSpec
+    from ralph.store import Store
+
+    if not repo:
+        raise RalphError("--on temporal needs --repo URL: the git repository every worker "
+                         "checks the run out from")
+    run_id = new_run_id()
+    spec = RunSpec(run_id=run_id, repo=_repo_url(repo), branch=branch or f"ralph/{run_id}",
+                   base=base, agent=agent, max_iterations=max_iterations or 0)
+
+    async def go() -> int:
+        client = await _client(temporal, namespace)
+        await runs.start(client, spec, queue_of(queue))
+        if json and detach:
+            write_json({"run_id": run_id, "branch": spec.branch, "repo": spec.repo})
+        else:
+            typer.echo(f"started {run_id} on Temporal (branch {spec.branch}); "
+                       f"`ralph stop --run {run_id}` stops it", err=True)
+        if detach:
+            return 0
+        with Store(store_location(store), create=False) as opened:
+            view = _View(json=json, verbose=verbose)
+            end = await _follow_until_end(client, opened, view, run_id)
+        return _exit_code(end)
+
+    try:
+        return asyncio.run(go())
+    except KeyboardInterrupt:
+        typer.echo(f"detached: {run_id} goes on (`ralph log --run {run_id} -f` follows it, "
+                   f"`ralph stop --run {run_id}` stops it)", err=True)
+        return 0
+
+
+async def _follow_until_end(client: Client, store: Store, view: _View,
+                            run_id: str) -> RunEnd:
+    """Show the run's events as they come, until its workflow ends and its `run.stopped` is
+    shown (or a few seconds after, if the run never recorded one: it failed to start)."""
+    import asyncio
+    import contextlib
+
+    from temporalio.client import WorkflowFailureError
+
+    from ralph.cli.log_cmd import _follow
+    from ralph.scale import client as runs
+
+    follow = asyncio.ensure_future(_follow(store, view, 0, run_id))
+    try:
+        try:
+            end: RunEnd = await runs.handle(client, run_id).result()
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            while cause.__cause__ is not None:
+                cause = cause.__cause__
+            raise RalphError(f"run {run_id} failed: {cause}") from None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(follow), _DRAIN_S)
+        return end
+    finally:
+        follow.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await follow
+
+
+def _exit_code(end: RunEnd) -> int:
+    from ralph.cli.loop_cmd import EXIT_DONE, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_INTERRUPTED
+
+    if end.reason == "complete":
+        return EXIT_DONE
+    if end.reason == "stopped":
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR if end.reason == "error" else EXIT_INCOMPLETE
+
+
+def _repo_url(repo: str) -> str:
+    """A local path becomes absolute (workers run elsewhere); a URL is kept as it is."""
+    if "://" in repo or (":" in repo and not repo.startswith(("/", "."))):
+        return repo  # https://, ssh://, file://, or scp-like user@host:path
+    return str(Path(repo).absolute())
+
+
+# -- ralph status/stop/pause/resume --run ID -------------------------------------------------
+
+def status_of_run(run_id: str, *, temporal: str | None, namespace: str | None,
+                  json: bool) -> None:
+    import asyncio
+    from dataclasses import asdict
+
+    from ralph.scale import client as runs
+
+    async def ask() -> dict[str, object]:
+        client = await _client(temporal, namespace)
+        return asdict(await runs.status(client, run_id))
+
+    answer = asyncio.run(ask())
+    if json:
+        write_json(answer)
+        return
+    lines = [f"run {answer['run_id']}: {answer['phase']}"
+             + (" (paused)" if answer["paused"] and answer["phase"] != "paused" else ""),
+             f"  tasks {answer['done']}/{answer['total']} done, iteration "
+             f"{answer['iteration']} of at most {answer['max_iterations']}",
+             f"  branch {answer['branch']} of {answer['repo']}"]
+    if answer.get("last_status"):
+        lines.append(f"  last iteration: {answer['last_status']}"
+                     + (f" (task {answer['last_task']})" if answer.get("last_task") else ""))
+    if answer.get("reason"):
+        lines.append(f"  ended: {answer['reason']}: {answer['message']}")
+    typer.echo("\n".join(lines))
+
+
+def control_run(action: str, run_id: str, *, temporal: str | None, namespace: str | None,
+                json: bool) -> None:
+    """Signal the run's workflow; exit 1 when it has ended already."""
+    import asyncio
+
+    from ralph.scale import client as runs
+
+    async def send() -> bool:
+        client = await _client(temporal, namespace)
+        return await runs.signal(client, run_id, action)
+
+    started = time.monotonic()
+    ok = asyncio.run(send())
+    verb = {"stop": "stopping", "pause": "pausing", "resume": "resuming"}[action]
+    message = (f"{verb} {run_id}" if ok else f"run {run_id} has ended: nothing to {action}")
+    if json:
+        write_json({"ok": ok, "run_id": run_id, "action": action, "message": message,
+                    "seconds": round(time.monotonic() - started, 3)})
+    else:
+        typer.echo(message)
+    raise typer.Exit(0 if ok else 1)
