@@ -26,13 +26,10 @@ def _control(action: str, root: Path | None, json: bool, run: str | None = None,
         error_line("--temporal and --namespace need --run ID")
         raise typer.Exit(2)
     if run is not None:
-        from ralph.cli.scale_cmd import control_run
+        from ralph.cli.scale_cmd import control_run, finish
 
-        try:
-            control_run(action, run, temporal=temporal, namespace=namespace, json=json)
-        except RalphError as exc:
-            error_line(str(exc))
-            raise typer.Exit(2) from None
+        finish(lambda: control_run(action, run, temporal=temporal, namespace=namespace,
+                                   json=json))
 
     from ralph.loop import LoopService
 

@@ -94,7 +94,7 @@ def _show_log(store: Store, view: _View, run: str | None, *, follow: bool) -> No
     cursor = store.last_seq
     if run_id is not None:
         shown = view.show(f for f in store.read(stream=run_stream(run_id)) if f.seq <= cursor)
-        if not shown and run is not None:
+        if not shown and run is not None and not follow:  # following: it may start yet
             error_line(f"no run {run!r} in {store.display_location} (`ralph log` shows the "
                        "latest; run ids start with run_)")
             raise typer.Exit(1)

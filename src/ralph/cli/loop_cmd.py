@@ -21,6 +21,7 @@ from ralph.cli.scale_cmd import (
     QueueOption,
     RunIdOption,
     TemporalOption,
+    finish,
     run_on_temporal,
     status_of_run,
 )
@@ -206,6 +207,10 @@ def run(agent: AgentOption = None,
         namespace: NamespaceOption = None, queue: QueueOption = None,
         detach: Annotated[bool, typer.Option(
             "--detach", help="With --on temporal: print the run id and return.")] = False,
+        heartbeat: Annotated[float | None, typer.Option(
+            "--heartbeat-seconds", metavar="S", show_default=False, min=0.5,
+            help="With --on temporal: how long a worker may go silent before its iteration "
+                 "is retried on another (default: 30).")] = None,
         ) -> None:
     """Loop until every task is verified done (or no progress, the iteration limit, a budget,
     a stop), then show a summary: tasks, iterations, duration, tokens and cost per agent.
@@ -220,7 +225,7 @@ def run(agent: AgentOption = None,
         raise typer.Exit(EXIT_ERROR)
     remote_only = {"--temporal": temporal, "--repo": repo, "--branch": branch, "--base": base,
                    "--store": store, "--namespace": namespace, "--queue": queue,
-                   "--detach": detach or None}
+                   "--detach": detach or None, "--heartbeat-seconds": heartbeat}
     if on == "local":
         given = [name for name, value in remote_only.items() if value is not None]
         if given:
@@ -230,15 +235,10 @@ def run(agent: AgentOption = None,
         if require_clean or allow_dirty or quiet:
             error_line("--require-clean, --allow-dirty and --quiet are for local runs")
             raise typer.Exit(EXIT_ERROR)
-        try:
-            code = run_on_temporal(temporal=temporal, namespace=namespace, queue=queue,
-                                   repo=repo, branch=branch, base=base, agent=agent,
-                                   max_iterations=max_iterations, store=store, detach=detach,
-                                   json=json, verbose=verbose)
-        except RalphError as exc:
-            error_line(str(exc))
-            raise typer.Exit(EXIT_ERROR) from None
-        raise typer.Exit(code)
+        finish(lambda: run_on_temporal(
+            temporal=temporal, namespace=namespace, queue=queue, repo=repo, branch=branch,
+            base=base, agent=agent, max_iterations=max_iterations, store=store, detach=detach,
+            json=json, verbose=verbose, heartbeat=heartbeat))
 
     stop = StopSignal()
     outcome, display = _with_service(quiet, verbose, lambda s: s.run(
@@ -268,12 +268,7 @@ def status(json: JsonOption = False,
         error_line("--temporal and --namespace need --run ID")
         raise typer.Exit(EXIT_ERROR)
     if run is not None:
-        try:
-            status_of_run(run, temporal=temporal, namespace=namespace, json=json)
-        except RalphError as exc:
-            error_line(str(exc))
-            raise typer.Exit(EXIT_ERROR) from None
-        return
+        finish(lambda: status_of_run(run, temporal=temporal, namespace=namespace, json=json))
     from ralph.cli.status_view import show_status
 
     show_status(json, root)

@@ -6,10 +6,13 @@ Nothing here imports temporalio until a command runs: `ralph run` alone must not
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -63,10 +66,38 @@ def queue_of(given: str | None) -> str:
     return given or os.environ.get(QUEUE_ENV) or DEFAULT_QUEUE
 
 
+_connected: list[bool] = []  # a Temporal client was made in this process
+
+
 async def _client(temporal: str | None, namespace: str | None) -> Client:
     from ralph.scale.client import connect
 
-    return await connect(temporal_address(temporal), namespace_of(namespace))
+    client = await connect(temporal_address(temporal), namespace_of(namespace))
+    _connected.append(True)
+    return client
+
+
+def leave(code: int) -> NoReturn:
+    """End the command with `code`. Once a Temporal client exists, the process ends at once,
+    its output flushed: the SDK's native threads can abort the interpreter's own shutdown
+    ("PyGILState_Release ... finalizing", temporalio/sdk-python#300)."""
+    if not _connected:
+        raise typer.Exit(code)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def finish(work: Callable[[], int]) -> NoReturn:
+    """Run a command's `work` (its exit code); Ralph's errors as one line and exit 2."""
+    try:
+        code = work()
+    except RalphError as exc:
+        error_line(str(exc))
+        code = 2
+    leave(code)
 
 
 # -- ralph worker ----------------------------------------------------------------------------
@@ -118,12 +149,13 @@ def worker(
 
         await run_worker(options, stop, ready)
 
-    try:
+    def work() -> int:
+        _connected.append(True)  # the worker's client, made in run_worker
         asyncio.run(serve())
-    except RalphError as exc:
-        error_line(str(exc))
-        raise typer.Exit(2) from None
-    typer.echo("worker stopped", err=True)
+        typer.echo("worker stopped", err=True)
+        return 0
+
+    finish(work)
 
 
 # -- ralph run --on temporal -----------------------------------------------------------------
@@ -131,7 +163,8 @@ def worker(
 def run_on_temporal(*, temporal: str | None, namespace: str | None, queue: str | None,
                     repo: str | None, branch: str | None, base: str | None,
                     agent: str | None, max_iterations: int | None, store: str | None,
-                    detach: bool, json: bool, verbose: bool) -> int:
+                    detach: bool, json: bool, verbose: bool,
+                    heartbeat: float | None = None) -> int:
     """Start a RalphRun; print its id; follow its events until it ends (Ctrl-C detaches).
     The exit code, as a local run's."""
     import asyncio
@@ -149,6 +182,8 @@ def run_on_temporal(*, temporal: str | None, namespace: str | None, queue: str |
     run_id = new_run_id()
     spec = RunSpec(run_id=run_id, repo=_repo_url(repo), branch=branch or f"ralph/{run_id}",
                    base=base, agent=agent, max_iterations=max_iterations or 0)
+    if heartbeat is not None:
+        spec.heartbeat_seconds = heartbeat
 
     async def go() -> int:
         client = await _client(temporal, namespace)
@@ -223,7 +258,7 @@ def _repo_url(repo: str) -> str:
 # -- ralph status/stop/pause/resume --run ID -------------------------------------------------
 
 def status_of_run(run_id: str, *, temporal: str | None, namespace: str | None,
-                  json: bool) -> None:
+                  json: bool) -> NoReturn:
     import asyncio
     from dataclasses import asdict
 
@@ -236,7 +271,7 @@ def status_of_run(run_id: str, *, temporal: str | None, namespace: str | None,
     answer = asyncio.run(ask())
     if json:
         write_json(answer)
-        return
+        leave(0)
     lines = [f"run {answer['run_id']}: {answer['phase']}"
              + (" (paused)" if answer["paused"] and answer["phase"] != "paused" else ""),
              f"  tasks {answer['done']}/{answer['total']} done, iteration "
@@ -248,10 +283,11 @@ def status_of_run(run_id: str, *, temporal: str | None, namespace: str | None,
     if answer.get("reason"):
         lines.append(f"  ended: {answer['reason']}: {answer['message']}")
     typer.echo("\n".join(lines))
+    leave(0)
 
 
 def control_run(action: str, run_id: str, *, temporal: str | None, namespace: str | None,
-                json: bool) -> None:
+                json: bool) -> NoReturn:
     """Signal the run's workflow; exit 1 when it has ended already."""
     import asyncio
 
@@ -270,4 +306,4 @@ def control_run(action: str, run_id: str, *, temporal: str | None, namespace: st
                     "seconds": round(time.monotonic() - started, 3)})
     else:
         typer.echo(message)
-    raise typer.Exit(0 if ok else 1)
+    leave(0 if ok else 1)

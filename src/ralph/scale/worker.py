@@ -32,8 +32,9 @@ class WorkerOptions:
     name: str | None = None
     heartbeat_seconds: float = 1.0
     # How long Temporal keeps a dead worker's workflow tasks on its sticky queue before
-    # another worker may take them (the SDK's default is 10 s).
-    sticky_timeout_seconds: float = 5.0
+    # another worker may take them (the SDK's default, 10 s, would hold a run that long
+    # after its worker died; a RalphRun's history is small and cheap to replay elsewhere).
+    sticky_timeout_seconds: float = 1.0
 
 
 async def run_worker(options: WorkerOptions, stop: asyncio.Event,
