@@ -246,3 +246,19 @@ def test_a_push_rejected_because_the_branch_moved_is_a_failed_attempt(
     assert "theirs" in log  # their commit kept: nothing was forced over it
     assert markers(bare, branch) == [f"{run_id}/2"]
     assert git(bare, "show", f"{branch}:mine.txt").strip() == "2"
+
+
+def test_a_run_that_cannot_start_says_why(tmp_path: Path, temporal: TemporalDevServer,
+                                          pg_url: str, workers: list[Worker]) -> None:
+    bare, _plan = seed_repository(tmp_path, [], {"tasks": {}})
+    workers.append(Worker.start("w", temporal.address, pg_url, tmp_path / "work"))
+    run = ralph("run", "--on", "temporal", "--temporal", temporal.address, "--repo", str(bare),
+                "--store", pg_url, cwd=tmp_path)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: run run_") and "could not start" in last
+    assert "has no tasks" in last
+    run_id = run.stderr.split()[1]
+    status = ralph("status", "--run", run_id, "--temporal", temporal.address, "--json",
+                   cwd=tmp_path)
+    assert json.loads(status.stdout)["reason"] == "error"

@@ -218,6 +218,7 @@ async def _follow_until_end(client: Client, store: Store, view: _View,
     from temporalio.client import WorkflowFailureError
 
     from ralph.cli.log_cmd import _follow
+    from ralph.loop.events import run_stream
     from ralph.scale import client as runs
 
     follow = asyncio.ensure_future(_follow(store, view, 0, run_id))
@@ -229,8 +230,12 @@ async def _follow_until_end(client: Client, store: Store, view: _View,
             while cause.__cause__ is not None:
                 cause = cause.__cause__
             raise RalphError(f"run {run_id} failed: {cause}") from None
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(follow), _DRAIN_S)
+        started = any(True for _ in store.read(stream=run_stream(run_id), limit=1))
+        if started:  # its run.stopped was recorded before the workflow ended: show it
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(follow), _DRAIN_S)
+        if not view.ended and end.reason == "error":  # it never started: say why
+            raise RalphError(f"run {run_id} could not start: {end.message}")
         return end
     finally:
         follow.cancel()

@@ -60,11 +60,15 @@ class RalphRun:
     async def run(self, spec: RunSpec) -> RunEnd:
         status = self._status
         status.run_id, status.branch, status.repo = spec.run_id, spec.branch, spec.repo
-        started: Started = await workflow.execute_activity(
-            START_ACTIVITY, spec, result_type=Started, start_to_close_timeout=_SHORT,
-            retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1),
-                                     maximum_interval=timedelta(seconds=30),
-                                     non_retryable_error_types=["RalphError"]))
+        try:
+            started: Started = await workflow.execute_activity(
+                START_ACTIVITY, spec, result_type=Started, start_to_close_timeout=_SHORT,
+                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1),
+                                         maximum_interval=timedelta(seconds=30),
+                                         non_retryable_error_types=["RalphError"]))
+        except ActivityError as exc:  # a run that cannot start (no tasks, no such agent)
+            status.phase, status.reason, status.message = "ended", "error", _cause(exc)
+            return RunEnd(spec.run_id, "error", status.message, 0)
         status.max_iterations = started.limit
         progress, state = started.progress, started.state
         self._show(progress)
