@@ -334,7 +334,8 @@ class LoopService:
 
     # -- a run whose loop is elsewhere (ralph.scale: a Temporal workflow) ---------------------
 
-    async def remote_iteration(self, run_id: str, agent: str | None, state: LoopState
+    async def remote_iteration(self, run_id: str, agent: str | None, state: LoopState,
+                               tags: dict[str, Any] | None = None
                                ) -> tuple[StepResult, LoopState]:
         """One iteration of run `run_id` in this work directory, which the caller checked
         out on the run's branch, from the run's `state` (the workflow carries it from
@@ -344,7 +345,7 @@ class LoopService:
         save_state(self.paths.state, replace(state, active_run=None, in_flight=None))
         async with self._session(run_id, agent, 1, "run", TreePolicy(),
                                  remote=True) as (ctx, resolved):
-            emit = EventSink(self.store, run_id, self.observer)
+            emit = EventSink(self.store, run_id, self.observer, tags=tags)
             result = await self._iterate(ctx, run_id, resolved, emit)
             ctx.state.active_run = None
             ctx.save()

@@ -140,7 +140,7 @@ class RunActivities:
         spec = job.spec
         workdir = self.run_dir(spec.run_id)
         work = asyncio.ensure_future(service.remote_iteration(
-            spec.run_id, spec.agent, state_from_json(job.state)))
+            spec.run_id, spec.agent, state_from_json(job.state), tags={"worker": self.name}))
         cancelled = False
         try:
             result, state = await asyncio.shield(work)

@@ -62,7 +62,7 @@ async def status(client: Client, run_id: str) -> RunStatus:
         answer: RunStatus = await handle(client, run_id).query(
             "status", result_type=RunStatus)
     except RPCError as exc:
-        raise TemporalError(f"Temporal does not know run {run_id}: {exc.message}") from None
+        raise _unknown(run_id, exc) from None
     return answer
 
 
@@ -78,5 +78,14 @@ async def signal(client: Client, run_id: str, action: str) -> bool:
             return False
         await run.signal(action)
     except RPCError as exc:
-        raise TemporalError(f"Temporal does not know run {run_id}: {exc.message}") from None
+        raise _unknown(run_id, exc) from None
     return True
+
+
+def _unknown(run_id: str, exc: Exception) -> TemporalError:
+    from temporalio.service import RPCError, RPCStatusCode  # noqa: PLC0415
+
+    if isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND:
+        return TemporalError(f"Temporal does not know run {run_id}")
+    return TemporalError(f"Temporal cannot answer about run {run_id}: "
+                         f"{getattr(exc, 'message', exc)}")

@@ -123,7 +123,7 @@ class RalphRun:
             FINISH_ACTIVITY, FinishInput(spec, state, end.reason, end.message, count,
                                          started.started_at),
             start_to_close_timeout=_SHORT, retry_policy=_SHORT_RETRY)
-        status.phase = "ended"
+        status.phase, status.paused = "ended", False
         return RunEnd(spec.run_id, end.reason, end.message, count, progress.done,
                       progress.total)
 
