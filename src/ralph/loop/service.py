@@ -562,7 +562,7 @@ class LoopService:
                                          max_iterations=limit, started_at=now_ts(), mode=mode,
                                          server_pgid=server.pgid if server else None,
                                          owner=owner_id(), paused=self._paused)
-            state.spend_last_run = RunSpend(run_id=run_id)  # the active run's, from now
+            _count_spend_from_now(state, run_id)
             ctx.save()
             emit = EventSink(self.store, run_id, self.observer)
             loop = asyncio.get_running_loop()
@@ -948,6 +948,13 @@ class LoopService:
         if state is not None and state.active_run is not None:
             state.active_run.paused = paused
             save_state(self.paths.state, state)
+
+
+def _count_spend_from_now(state: LoopState, run_id: str) -> None:
+    """The run's spend is counted from now, unless the state already counts this run's (a
+    remote run's state travels with it from iteration to iteration)."""
+    if state.spend_last_run is None or state.spend_last_run.run_id != run_id:
+        state.spend_last_run = RunSpend(run_id=run_id)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ with workflow.unsafe.imports_passed_through():
 _SHORT = timedelta(minutes=30)
 _SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                            maximum_interval=timedelta(seconds=30))
+# A start that cannot work (no tasks, an unknown agent) fails alike on every worker.
+_START_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1),
+                           maximum_interval=timedelta(seconds=30),
+                           non_retryable_error_types=["RalphError"])
 
 
 @workflow.defn(name=WORKFLOW)
@@ -63,9 +67,7 @@ class RalphRun:
         try:
             started: Started = await workflow.execute_activity(
                 START_ACTIVITY, spec, result_type=Started, start_to_close_timeout=_SHORT,
-                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1),
-                                         maximum_interval=timedelta(seconds=30),
-                                         non_retryable_error_types=["RalphError"]))
+                heartbeat_timeout=_beats(spec), retry_policy=_START_RETRY)
         except ActivityError as exc:  # a run that cannot start (no tasks, no such agent)
             status.phase, status.reason, status.message = "ended", "error", _cause(exc)
             return RunEnd(spec.run_id, "error", status.message, 0)
@@ -87,11 +89,11 @@ class RalphRun:
                 check: FinalCheck = await workflow.execute_activity(
                     FINAL_CHECK_ACTIVITY, FinalCheckInput(spec, state, last_verified),
                     result_type=FinalCheck, start_to_close_timeout=_SHORT,
-                    retry_policy=_SHORT_RETRY)
+                    heartbeat_timeout=_beats(spec), retry_policy=_SHORT_RETRY)
                 end = decide.after_final_check(check.ok, check.why, total=progress.total)
                 break
             if turn.action == "wait":
-                await self._hold(spec.run_id)
+                await self._hold(spec)
                 continue
             status.phase = "running"
             status.iteration = count + 1
@@ -122,7 +124,8 @@ class RalphRun:
         await workflow.execute_activity(
             FINISH_ACTIVITY, FinishInput(spec, state, end.reason, end.message, count,
                                          started.started_at),
-            start_to_close_timeout=_SHORT, retry_policy=_SHORT_RETRY)
+            start_to_close_timeout=_SHORT, heartbeat_timeout=_beats(spec),
+            retry_policy=_SHORT_RETRY)
         status.phase, status.paused = "ended", False
         return RunEnd(spec.run_id, end.reason, end.message, count, progress.done,
                       progress.total)
@@ -133,7 +136,7 @@ class RalphRun:
             ITERATION_ACTIVITY, IterationInput(spec, number, dict(state)),
             result_type=IterationOutput,
             start_to_close_timeout=timedelta(seconds=spec.iteration_timeout_seconds),
-            heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
+            heartbeat_timeout=_beats(spec),
             retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200),
                                      backoff_coefficient=2.0,
                                      maximum_interval=timedelta(seconds=10),
@@ -149,18 +152,19 @@ class RalphRun:
         finally:
             self._iteration = None
 
-    async def _hold(self, run_id: str) -> None:
+    async def _hold(self, spec: RunSpec) -> None:
         """Paused before the next iteration: recorded, then held until resumed or stopped."""
         self._status.phase = "paused"
-        await self._event(run_id, "run.paused")
+        await self._event(spec, "run.paused")
         await workflow.wait_condition(lambda: not self._paused or self._stop)
         if not self._stop:
-            await self._event(run_id, "run.resumed")
+            await self._event(spec, "run.resumed")
 
-    async def _event(self, run_id: str, topic: str) -> None:
+    async def _event(self, spec: RunSpec, topic: str) -> None:
         await workflow.execute_activity(
-            EVENT_ACTIVITY, EventInput(run_id, topic, {}, str(workflow.uuid4())),
-            start_to_close_timeout=_SHORT, retry_policy=_SHORT_RETRY)
+            EVENT_ACTIVITY, EventInput(spec.run_id, topic, {}, str(workflow.uuid4())),
+            start_to_close_timeout=_SHORT, heartbeat_timeout=_beats(spec),
+            retry_policy=_SHORT_RETRY)
 
     def _show(self, progress: Progress) -> None:
         self._status.done, self._status.total = progress.done, progress.total
@@ -186,6 +190,12 @@ class RalphRun:
     @workflow.query
     def status(self) -> RunStatus:
         return self._status
+
+
+def _beats(spec: RunSpec) -> timedelta:
+    """Every activity heartbeats (ralph.scale.activities): one whose worker died is retried
+    elsewhere after this long, not after its whole timeout."""
+    return timedelta(seconds=spec.heartbeat_seconds)
 
 
 def _cause(exc: BaseException) -> str:
