@@ -21,6 +21,8 @@ from ralph.bridge.models import (
     IterationStarted,
     PauseResult,
     PingResult,
+    RemoteRunParams,
+    RemoteRunResult,
     RunParams,
     RunPaused,
     RunResult,
@@ -33,9 +35,11 @@ from ralph.bridge.models import (
     StopResult,
     TaskBlocked,
 )
+from ralph.bridge.projection import run_event
 from ralph.errors import RalphError
 from ralph.loop import LoopBusy, LoopService, NothingToDo
 from ralph.rpc import APPLICATION_ERROR, RATE_LIMITED, RawJson, Registry, RpcError
+from ralph.scale.view import RemoteRuns, RunNotFound
 from ralph.store.frame import format_ts
 
 BUSY = (APPLICATION_ERROR, "a run is already active (data.activeRunId names it)")
@@ -43,6 +47,10 @@ LIMITED = (RATE_LIMITED, "Rate limited: loop.rate_limit_per_hour allows no agent
                          "(data.retryAfterSeconds)")
 FAILED = (APPLICATION_ERROR, "the loop could not do it (message says why; data.error names "
                              "the kind)")
+NO_SUCH_RUN = (APPLICATION_ERROR, "no such run: the store has no events of it and Temporal "
+                                  "does not know it (data.error is RunNotFound, data.runId "
+                                  "names it); or Temporal or the store cannot be asked "
+                                  "(data.error names the kind)")
 
 
 EventUnion = Annotated[BridgeStarted | BridgeStopped | RunStarted | RunStopped | RunPaused
@@ -133,8 +141,23 @@ async def pause_result(service: LoopService, action: Literal["pause", "resume"]
     return PauseResult(ok=reply.ok, runId=reply.run_id, paused=reply.paused)
 
 
-def build_registry(service: LoopService) -> Registry:
-    """The bridge protocol on `service` (one per bridge process)."""
+async def remote_run_result(remote: RemoteRuns, params: RemoteRunParams) -> RemoteRunResult:
+    """A run by its id (ralph.scale.view), its events as the bridge's with their `seq`."""
+    try:
+        view = await remote.view(params.runId, events_after=params.afterSeq,
+                                 limit=params.limit, project=run_event)
+    except RunNotFound as exc:
+        raise RpcError(APPLICATION_ERROR, str(exc),
+                       {"error": type(exc).__name__, "runId": exc.run_id}) from None
+    except RalphError as exc:  # Temporal or the shared store cannot be asked
+        raise app_error(exc) from None
+    return RemoteRunResult.model_validate(view)
+
+
+def build_registry(service: LoopService, remote: RemoteRuns | None = None) -> Registry:
+    """The bridge protocol on `service` (one per bridge process); `remote`: where
+    `remoteRun` finds runs (default: from the environment, ralph.scale.view)."""
+    runs = remote if remote is not None else RemoteRuns.from_env(lambda: service.store)
     registry = Registry(title="Ralph bridge", version=__version__,
                         description="The Golden Ralph Loop over JSON-RPC 2.0 on stdio "
                                     "(vscode-bridge-protocol v1).")
@@ -190,6 +213,14 @@ def build_registry(service: LoopService) -> Registry:
                      summary="Resume a paused run.")
     async def resume() -> PauseResult:
         return await pause_result(service, "resume")
+
+    # An extension: a run by its id, from the shared store (and Temporal, if named).
+    @registry.method("remoteRun", params=RemoteRunParams, result=RemoteRunResult,
+                     errors=[NO_SUCH_RUN],
+                     summary="Extension: a run by its id (one on Temporal, or any run in "
+                             "the store): its status and a page of its events.")
+    async def remote_run(params: RemoteRunParams) -> RemoteRunResult:
+        return await remote_run_result(runs, params)
 
     registry.notification_schema("event", EventParams,
                                  summary="A loop event: " + ", ".join(

@@ -5,12 +5,13 @@ where it does). Params forbid unknown fields: a misspelt parameter is an error, 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ralph.loop.models import BlockedTask, Cost, StatusFields, StatusReport
 from ralph.loop.results import StepFields
+from ralph.scale.view import DEFAULT_LIMIT, MAX_LIMIT, RUN_ID_PATTERN
 
 
 class _Params(BaseModel):
@@ -37,6 +38,16 @@ class RunParams(_Params):
     agent: AgentName | None = None
     maxIterations: StrictInt | None = Field(default=None, ge=1)
     """Default: `loop.max_iterations` in ralph.toml."""
+
+
+class RemoteRunParams(_Params):
+    """Extension (`remoteRun`): a run by its id, a page of its events."""
+
+    runId: Annotated[str, Field(pattern=RUN_ID_PATTERN)]
+    afterSeq: StrictInt = Field(default=0, ge=0)
+    """The events after this store seq (a page's `lastSeq`); default: from the first."""
+    limit: StrictInt = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    """At most this many frames of the run's stream are read for one answer."""
 
 
 class PingResult(_Result):
@@ -83,6 +94,48 @@ class PauseResult(_Result):
     ok: bool
     runId: str | None
     paused: bool
+
+
+class RemoteRunStatus(_Result):
+    """A run's status (ralph.scale.model.RunStatus, camelCase): its workflow's answer to its
+    `status` query, or what its events tell."""
+
+    runId: str
+    phase: str
+    """starting, running, paused, stopping, final_check, finishing or ended (from the
+    events: starting, running, paused or ended)."""
+    iteration: int
+    maxIterations: int
+    done: int
+    total: int
+    paused: bool
+    stopRequested: bool
+    lastStatus: str | None
+    lastTask: str | None
+    """The task id of the last iteration."""
+    reason: str | None
+    message: str | None
+    branch: str
+    repo: str
+
+
+class RemoteRunResult(_Result):
+    """Extension (`remoteRun`): a run by its id (ralph.scale.view.remote_run)."""
+
+    runId: str
+    status: RemoteRunStatus
+    statusSource: Literal["temporal", "store"]
+    """Where `status` comes from: the run's workflow, or its events in the store."""
+    temporalError: str | None
+    """Why Temporal did not give the status, when a Temporal server is named but could not."""
+    events: list[dict[str, Any]]
+    """The run's events after `afterSeq`, oldest first, each an `event` notification's
+    params (the fields of its `type`) plus the frame's `seq`; `agent_output` one per frame
+    (not coalesced), with `chars`."""
+    lastSeq: int
+    """The seq of the last frame read: the next page's `afterSeq`."""
+    more: bool
+    """Frames after `lastSeq` were there already: ask again for them."""
 
 
 # -- events (params of the `event` notification) ---------------------------------------------

@@ -4,8 +4,10 @@ is what the store holds, so it agrees with `ralph status`, and a run started els
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from ralph.bridge.coalesce import output_piece
 from ralph.bridge.models import (
     ErrorEvent,
     IterationFinished,
@@ -19,9 +21,12 @@ from ralph.bridge.models import (
 )
 from ralph.store import Frame
 
+log = logging.getLogger("ralph.bridge")
+
 TOPICS = ("run.started", "run.stopped", "run.paused", "run.resumed", "iteration.started",
           "iteration.finished", "loop.error", "task.blocked")
 _STOP_REASONS = {"complete", "no_progress", "max_iterations", "stopped", "error"}
+RUN_STREAM_PREFIX = "runs/"  # a run's stream: its agents' output too
 
 
 def project(frame: Frame) -> _Event | None:
@@ -76,3 +81,44 @@ def _finished(ts: str, run_id: str, meta: dict[str, Any]) -> IterationFinished:
         durationSeconds=float(meta.get("duration_seconds", 0.0)), logPath=meta.get("log_path"),
         tokensIn=meta.get("tokens_in"), tokensOut=meta.get("tokens_out"),
         costUsd=meta.get("cost_usd"))
+
+
+def output_event(frame: Frame) -> dict[str, Any]:
+    """An iteration's agent output (an `agent.output` frame of its run's stream) as the
+    `agent_output` event's fields, a frame each (the runner frames the output already: a
+    few per second at most), with `chars` (the whole piece's length; `content` is its
+    beginning), `delta` (it continues the piece before), `stream` ("stderr" for the CLI's
+    diagnostics) and `seq`: `ralph serve`'s `event/loop_agent_output` params."""
+    meta = frame.meta
+    kind, content, iteration = output_piece(meta)
+    params: dict[str, Any] = {
+        "type": "agent_output", "ts": frame.ts,
+        "runId": str(meta.get("run_id") or frame.stream.removeprefix(RUN_STREAM_PREFIX)),
+        "iteration": iteration, "kind": kind,
+        "content": content, "role": meta.get("role"),
+        "chars": meta.get("chars", len(content)), "seq": frame.seq}
+    if meta.get("delta"):
+        params["delta"] = True
+    if meta.get("stream") == "stderr":
+        params["stream"] = "stderr"
+    return params
+
+
+def run_event(frame: Frame) -> dict[str, Any] | None:
+    """A frame of a run's stream as its event, recorded: the bridge's event fields (`type`
+    and `ts` included) plus the frame's `seq`, agent output a frame each (`output_event`,
+    not coalesced) — `ralph serve`'s `event/loop_<type>` params. None for a frame that is
+    no event (other topics, a step's own run.*), and for an odd one (said on stderr)."""
+    if frame.topic == "agent.output":
+        return output_event(frame)
+    if frame.topic not in TOPICS:
+        return None
+    try:
+        event = project(frame)
+    except (TypeError, ValueError, KeyError) as exc:  # pydantic's ValidationError too
+        log.warning("bridge: frame %s (%s) cannot be an event: %s", frame.seq, frame.topic,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return None
+    if event is None:
+        return None
+    return {**event.model_dump(), "seq": frame.seq}

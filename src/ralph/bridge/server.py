@@ -24,6 +24,7 @@ from ralph.bridge.projection import TOPICS, project
 from ralph.config import load_config
 from ralph.loop import LoopService
 from ralph.rpc import Dispatcher, LineServer, fd_server, take_stdio
+from ralph.scale.view import RemoteRuns
 from ralph.store import Frame, Subscription
 
 log = logging.getLogger("ralph.bridge")
@@ -39,7 +40,9 @@ class Bridge:
     def __init__(self, root: Path) -> None:
         # Without a ralph.toml every default applies (an invalid one is an error at start).
         self.service = LoopService(root, config=load_config(root, required=False))
-        self.dispatcher = Dispatcher(build_registry(self.service), log=log)
+        # `remoteRun` (an extension): runs by id, from $RALPH_TEMPORAL and $RALPH_STORE
+        self.remote = RemoteRuns.from_env(lambda: self.service.store)
+        self.dispatcher = Dispatcher(build_registry(self.service, self.remote), log=log)
         self._server: LineServer | None = None
         self._events: Subscription | None = None
         self._shutting_down = False
@@ -77,6 +80,7 @@ class Bridge:
             for task in (serving, forwarder):
                 task.cancel()
             await asyncio.gather(serving, forwarder, return_exceptions=True)
+            self.remote.close()
             await self.service.aclose()
         await self.server.notify("event", BridgeStopped(ts=now()).model_dump())
 

@@ -19,6 +19,7 @@ import typer
 from ralph.cli.helpfmt import at_least
 from ralph.cli.output import error_line, write_json
 from ralph.errors import RalphError
+from ralph.scale.model import NAMESPACE_ENV, QUEUE_ENV, TEMPORAL_ENV
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -27,9 +28,7 @@ if TYPE_CHECKING:
     from ralph.scale.model import RunEnd
     from ralph.store import Store
 
-TEMPORAL_ENV = "RALPH_TEMPORAL"
-NAMESPACE_ENV = "RALPH_TEMPORAL_NAMESPACE"
-QUEUE_ENV = "RALPH_TEMPORAL_QUEUE"
+
 _DRAIN_S = 5.0  # after a run's workflow ended: how long to wait for its last events
 
 TemporalOption = Annotated[str | None, typer.Option(

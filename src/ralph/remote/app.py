@@ -6,6 +6,8 @@
 - `GET /api/status`: the `status/get` result;
 - `GET /api/rpc/discover`: the OpenRPC document of the methods, `servers[0].url` the
   WebSocket's real address;
+- `GET /api/remote-runs/{run_id}?after=SEQ&limit=N` (an extension): a run by its id, its
+  status and a page of its events (ralph.scale.view, the bridge's `remoteRun` result);
 - `/ws`: JSON-RPC 2.0 over WebSocket (ralph.remote.clients).
 
 Every route but /health and the web monitor's files needs the token (ralph.remote.auth):
@@ -31,9 +33,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from ralph.bridge.projection import run_event
+from ralph.errors import RalphError
 from ralph.remote.auth import given_token, origin_ok, token_ok
 from ralph.remote.methods import RemoteState, status
 from ralph.rpc import Dispatcher, Registry
+from ralph.scale.view import DEFAULT_LIMIT, BadRunQuery, RemoteRuns, RunNotFound
 
 OPEN_PATHS = ("/health", "/")
 WEB_PREFIX = "/web/"  # the web monitor's files: open too
@@ -136,6 +141,34 @@ class Guard:
         await JSONResponse({"error": message}, status_code=status)(scope, receive, send)
 
 
+def _count(request: Request, name: str, default: int) -> int:
+    """A query parameter that must be a whole number (BadRunQuery otherwise)."""
+    given = request.query_params.get(name)
+    if given is None or given == "":
+        return default
+    if not given.isascii() or not given.isdigit() or len(given) > 19:
+        raise BadRunQuery(f"{name} must be a whole number, not {given!r}")
+    return int(given)
+
+
+async def remote_run_response(remote: RemoteRuns, request: Request) -> Response:
+    """`GET /api/remote-runs/{run_id}`: the view of ralph.scale.view (its events as the
+    bridge's with their `seq`); 400 for a bad id or query, 404 for an unknown run, 502 when
+    Temporal or the shared store cannot be asked; `{"error": ...}` as every error here."""
+    try:
+        view = await remote.view(request.path_params["run_id"],
+                                 events_after=_count(request, "after", 0),
+                                 limit=_count(request, "limit", DEFAULT_LIMIT),
+                                 project=run_event)
+    except BadRunQuery as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    except RunNotFound as exc:
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    except RalphError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=502)
+    return JSONResponse(view)
+
+
 def build_app(state: RemoteState, registry: Registry, *, token: str | None,
               allowed_origins: Sequence[str], ws_url: str,
               hosts: frozenset[str] | None) -> ASGIApp:
@@ -149,6 +182,13 @@ def build_app(state: RemoteState, registry: Registry, *, token: str | None,
 
     async def api_status(request: Request) -> Response:
         return JSONResponse(status(state).model_dump())
+
+    remote = state.remote_runs
+    if remote is None:
+        remote = state.remote_runs = RemoteRuns.from_env(lambda: state.loop.store)
+
+    async def remote_run(request: Request) -> Response:
+        return await remote_run_response(remote, request)
 
     async def discover(request: Request) -> Response:
         document: dict[str, Any] = registry.openrpc()
@@ -169,6 +209,7 @@ def build_app(state: RemoteState, registry: Registry, *, token: str | None,
         Route("/health", health),
         Route("/api/status", api_status),
         Route("/api/rpc/discover", discover),
+        Route("/api/remote-runs/{run_id}", remote_run),  # an extension
         WebSocketRoute("/ws", websocket),
     ])
     return Guard(app, token, allowed_origins, hosts)

@@ -20,7 +20,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ralph.bridge.coalesce import output_piece
 from ralph.bridge.models import (
     AgentOutput,
     ErrorEvent,
@@ -32,7 +31,7 @@ from ralph.bridge.models import (
     RunStopped,
     TaskBlocked,
 )
-from ralph.bridge.projection import TOPICS, project
+from ralph.bridge.projection import RUN_STREAM_PREFIX, TOPICS, output_event, project
 from ralph.store import Frame
 
 log = logging.getLogger("ralph.remote")
@@ -40,7 +39,6 @@ log = logging.getLogger("ralph.remote")
 Event = tuple[str, dict[str, Any]]
 PREFIX = "event/loop_"
 OUTPUT = "event/loop_agent_output"
-RUN_STREAM_PREFIX = "runs/"  # a run's stream: its agents' output too
 _TOPICS = frozenset(TOPICS)
 
 
@@ -113,17 +111,6 @@ def agent_output(frame: Frame) -> dict[str, Any]:
     """An iteration's agent output (a frame of its run's stream), as the bridge's
     `agent_output` event, a frame each (the runner frames the output already: a few per
     second at most), with `chars` (the whole piece's length; `content` is its beginning),
-    `delta` (it continues the piece before) and `seq`."""
-    meta = frame.meta
-    kind, content, iteration = output_piece(meta)
-    params: dict[str, Any] = {
-        "type": "agent_output", "ts": frame.ts,
-        "runId": str(meta.get("run_id") or frame.stream.removeprefix(RUN_STREAM_PREFIX)),
-        "iteration": iteration, "kind": kind,
-        "content": content, "role": meta.get("role"),
-        "chars": meta.get("chars", len(content)), "seq": frame.seq}
-    if meta.get("delta"):
-        params["delta"] = True
-    if meta.get("stream") == "stderr":
-        params["stream"] = "stderr"
-    return params
+    `delta` (it continues the piece before) and `seq` (ralph.bridge.projection's, which the
+    bridge's `remoteRun` gives too)."""
+    return output_event(frame)

@@ -20,6 +20,7 @@ from ralph.remote.agent_methods import AgentSeat, AgentState, program_problem
 from ralph.remote.clients import CURRENT, Hub
 from ralph.remote.event_models import EVENT_MODELS
 from ralph.rpc import Registry
+from ralph.scale.view import RemoteRuns
 
 PROTOCOL_VERSION = "1.0"
 SERVER_NAME = "ralph"
@@ -36,6 +37,9 @@ class RemoteState:
     seat: AgentSeat
     loop: LoopService
     loop_steps: set[asyncio.Task[Any]] = field(default_factory=set)  # steps running
+    # GET /api/remote-runs/{run_id} (an extension): runs by id, from $RALPH_TEMPORAL and
+    # $RALPH_STORE (default: the loop's store only, no Temporal)
+    remote_runs: RemoteRuns | None = None
     watcher_enabled: bool = False  # the project's files are watched (event/file_changed)
     started: float = field(default_factory=time.monotonic)
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)

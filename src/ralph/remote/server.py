@@ -183,6 +183,8 @@ async def _serve(options: ServeOptions, config: Config, sock: socket.socket,
         for task in (*helpers, serving):
             task.cancel()
         await asyncio.gather(*helpers, serving, return_exceptions=True)
+        if state.remote_runs is not None:
+            state.remote_runs.close()
         _remove_serve_file(serve_file)
     # The signal handlers stay until the agents are stopped (in `serve`): a Ctrl-C meanwhile
     # must not end the process with a KeyboardInterrupt.

@@ -11,6 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# Where the CLI, `ralph bridge` and `ralph serve` find Temporal by default.
+TEMPORAL_ENV = "RALPH_TEMPORAL"
+NAMESPACE_ENV = "RALPH_TEMPORAL_NAMESPACE"
+QUEUE_ENV = "RALPH_TEMPORAL_QUEUE"
+
 WORKFLOW = "RalphRun"
 DEFAULT_QUEUE = "ralph"
 DEFAULT_NAMESPACE = "default"
