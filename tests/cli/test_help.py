@@ -65,8 +65,9 @@ def test_every_leaf_command_formats_its_help_with_helpcommand() -> None:
      ["  N      How many frames.  [default: 1]"]),
     (["notes", "add"], "Usage: ralph notes add [OPTIONS] TEXT", ["  TEXT  The note.  [required]"]),
     (["run"], "Usage: ralph run [OPTIONS]",
-     ["  --agent NAME        Agent from ralph.toml [agents.<name>] (default:",
-      "  --max-iterations N  Stop after N iterations (default: loop.max_iterations)."]),
+     ["  --agent NAME           Agent from ralph.toml [agents.<name>] (default:",
+      "  --max-iterations N     Stop after N iterations (default:",
+      "  --temporal HOST:PORT   The Temporal server (default: $RALPH_TEMPORAL)."]),
 ])
 def test_arguments_and_values_by_name(cli: Cli, args: list[str], usage: str,
                                       rows: list[str]) -> None:

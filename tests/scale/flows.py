@@ -37,7 +37,10 @@ class Job:
 async def work(job: Job) -> str:
     info = activity.info()
     if job.marker:
-        Path(f"{job.marker}.{info.attempt}").write_text(str(os.getpid()), encoding="ascii")
+        # Written whole, then renamed: a reader that sees the file sees the pid.
+        tmp = Path(f"{job.marker}.{info.attempt}.tmp")
+        tmp.write_text(str(os.getpid()), encoding="ascii")
+        tmp.replace(f"{job.marker}.{info.attempt}")
     beats = 0
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ACTIVITY_LIMIT_S

@@ -6,6 +6,7 @@ restarted, a push rejected because the branch moved)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,7 +109,8 @@ def test_a_worker_killed_mid_iteration_has_it_retried_on_the_other(
         workers: list[Worker]) -> None:
     agent_pid = tmp_path / "agent.pid"
     bare, _plan = seed_repository(tmp_path, ["Only"], {"tasks": {"1": [
-        {"shell": [f"echo $PPID > {agent_pid}"], "write": {"half.txt": "x"}, "hang": 300},
+        {"shell": [f"echo $PPID > {agent_pid}.tmp && mv {agent_pid}.tmp {agent_pid}"],
+         "write": {"half.txt": "x"}, "hang": 300},
         {**TICK, "write": {"done.txt": "1"}}]}})
     first = Worker.start("first", temporal.address, pg_url, tmp_path / "work1")
     workers.append(first)
@@ -143,7 +145,8 @@ def test_a_stop_while_every_worker_is_down_ends_the_run_when_one_returns(
         workers: list[Worker]) -> None:
     agent_pid = tmp_path / "agent.pid"
     bare, _plan = seed_repository(tmp_path, ["Only"], {"tasks": {"1": [
-        {"shell": [f"echo $PPID > {agent_pid}"], "write": {"half.txt": "x"}, "hang": 300}]}})
+        {"shell": [f"echo $PPID > {agent_pid}.tmp && mv {agent_pid}.tmp {agent_pid}"],
+         "write": {"half.txt": "x"}, "hang": 300}]}})
     first = Worker.start("first", temporal.address, pg_url, tmp_path / "work1")
     workers.append(first)
     follower = start_ralph("run", "--on", "temporal", "--temporal", temporal.address,
@@ -262,3 +265,39 @@ def test_a_run_that_cannot_start_says_why(tmp_path: Path, temporal: TemporalDevS
     status = ralph("status", "--run", run_id, "--temporal", temporal.address, "--json",
                    cwd=tmp_path)
     assert json.loads(status.stdout)["reason"] == "error"
+
+
+def test_a_store_outage_longer_than_the_heartbeat_timeout(tmp_path: Path,
+                                                          workers: list[Worker]) -> None:
+    """PostgreSQL is down for longer than a worker may go silent: the worker's appends wait
+    for it (its heartbeats with them), Temporal gives the iteration up and retries it, and the
+    retry waits for the first attempt to finish, finds its marker on the branch and takes its
+    result: the iteration is done once, the run completes, the store stays gapless."""
+    gate = tmp_path / "go"
+    bare, _plan = seed_repository(tmp_path, ["First", "Second"], {"tasks": {
+        "1": [{**TICK, "shell": [f"while [ ! -e {gate} ]; do sleep 0.05; done"],
+               "write": {"one.txt": "1"}}],
+        "2": [{**TICK, "write": {"two.txt": "2"}}]}})
+    with TemporalDevServer() as server, PostgresServer() as postgres:
+        url = postgres.url
+        workers.append(Worker.start("w", server.address, url, tmp_path / "work"))
+        run_id = start_detached(server, bare, url, tmp_path, "--heartbeat-seconds", "2")
+        wait_until(lambda: any(f.topic == "agent.started" for f in run_frames(url, run_id)),
+                   what="the agent")
+        postgres.kill()
+        gate.write_text("go")  # the agent ends; its events wait for the store
+        time.sleep(6)
+        postgres.start()
+        wait_until(lambda: any(f.topic == "run.stopped" for f in run_frames(url, run_id)),
+                   timeout=120, what="the run's end")
+        frames = run_frames(url, run_id)
+        assert frames[-1].meta["reason"] == "complete", frames[-1].meta
+        assert sum(f.topic == "task.done" for f in frames) == 2
+        with Store(url) as store:
+            seqs = [f.seq for f in store.read()]
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert markers(bare, f"ralph/{run_id}") == [f"{run_id}/1", f"{run_id}/2"], [
+            (f.seq, f.topic, f.meta.get("iteration"), f.meta.get("status"),
+             f.meta.get("reason"), f.meta.get("message")) for f in frames
+            if not f.topic.startswith("agent.")]
+        workers.pop().stop()

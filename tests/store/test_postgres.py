@@ -7,6 +7,9 @@ The shared contract (append, read, subscribe, gc, copy, the CLI verbs) is in tes
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -15,7 +18,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from ralph.store import Frame, Rule, Store, StoreWriteError
+from ralph.store import Frame, Rule, Store, StoreError
 from ralph.store.location import masked_url
 from ralph.store.postgres import PostgresStore
 from ralph.testing.pgserver import PostgresServer, create_database, free_port
@@ -97,14 +100,34 @@ def test_a_restarted_server_loses_no_append_and_subscribers_resume(
 
 
 def test_an_unreachable_server_is_one_clear_error() -> None:
+    """Never reached: said at once (a typo is not a blip to wait out for 30 s)."""
     url = f"postgresql://ralph:s3cret@127.0.0.1:{free_port()}/ralph"
-    started = time.monotonic()
-    with pytest.raises(StoreWriteError) as caught:
-        PostgresStore(url, retry_seconds=0.5)
-    assert time.monotonic() - started < 30
+    with pytest.raises(StoreError) as caught:
+        PostgresStore(url)
     message = str(caught.value)
-    assert message.startswith("cannot reach the store at postgresql://ralph:***@127.0.0.1:")
+    assert message.startswith("cannot open the store at postgresql://ralph:***@127.0.0.1:")
     assert "s3cret" not in message and "\n" not in message
+
+
+def test_a_missing_database_or_role_is_said_at_once(pg_url: str) -> None:
+    base = pg_url.rsplit("/", 1)[0]
+    for url, words in ((base + "/no_such_db", "no_such_db"),
+                       (pg_url.replace("postgres@", "nobody_here@"), "nobody_here")):
+        with pytest.raises(StoreError, match=words) as caught:
+            Store(url)
+        assert str(caught.value).startswith("cannot open the store at")
+
+
+def test_notes_list_reads_a_database_store(pg_url: str) -> None:
+    """`ralph notes list` (answered without Typer) takes a URL for --store too."""
+    with Store(pg_url) as store:
+        store.append("ralph.demo.note", {"type": "learning"}, content="pg notes",
+                     stream="sessions/demo")
+    result = subprocess.run([sys.executable, "-m", "ralph", "notes", "list", "--json",
+                             "--store", pg_url], capture_output=True, text=True, timeout=60,
+                            check=False, stdin=subprocess.DEVNULL, start_new_session=True)
+    assert result.returncode == 0, result.stderr
+    assert [note["text"] for note in json.loads(result.stdout)] == ["pg notes"]
 
 
 def test_a_password_is_never_shown(pg_url: str) -> None:

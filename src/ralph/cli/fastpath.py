@@ -70,7 +70,7 @@ def _notes_list(options: Options) -> None:
     from ralph.cli.notes_view import show_notes
 
     show_notes(_text(options.get("--type")), _text(options.get("--name")), "--json" in options,
-               _path(options.get("--store")), open_only="--open" in options)
+               _text(options.get("--store")), open_only="--open" in options)
 
 
 def _note_types() -> tuple[str, ...]:

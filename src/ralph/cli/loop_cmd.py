@@ -208,7 +208,7 @@ def run(agent: AgentOption = None,
         detach: Annotated[bool, typer.Option(
             "--detach", help="With --on temporal: print the run id and return.")] = False,
         heartbeat: Annotated[float | None, typer.Option(
-            "--heartbeat-seconds", metavar="S", show_default=False, min=0.5,
+            "--heartbeat-seconds", metavar="S", show_default=False,
             help="With --on temporal: how long a worker may go silent before its iteration "
                  "is retried on another (default: 30).")] = None,
         ) -> None:

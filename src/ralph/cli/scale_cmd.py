@@ -19,6 +19,7 @@ import typer
 from ralph.cli.helpfmt import at_least
 from ralph.cli.output import error_line, write_json
 from ralph.errors import RalphError
+from ralph.project import STORE_ENV
 from ralph.scale.model import NAMESPACE_ENV, QUEUE_ENV, TEMPORAL_ENV
 
 if TYPE_CHECKING:
@@ -71,9 +72,10 @@ _connected: list[bool] = []  # a Temporal client was made in this process
 async def _client(temporal: str | None, namespace: str | None) -> Client:
     from ralph.scale.client import connect
 
-    client = await connect(temporal_address(temporal), namespace_of(namespace))
+    address = temporal_address(temporal)
+    # Before connecting: a failed connect has started the SDK's threads already.
     _connected.append(True)
-    return client
+    return await connect(address, namespace_of(namespace))
 
 
 def leave(code: int) -> NoReturn:
@@ -130,12 +132,14 @@ def worker(
     from ralph.project import store_location
     from ralph.scale.worker import WorkerOptions, run_worker
 
-    options = WorkerOptions(
-        address=temporal_address(temporal), store=str(store_location(store)),
-        workdir=(workdir or Path("ralph-work")).absolute(), namespace=namespace_of(namespace),
-        queue=queue_of(queue), concurrency=concurrency, name=name)
+    def options_given() -> WorkerOptions:
+        return WorkerOptions(
+            address=temporal_address(temporal), store=str(store_location(store)),
+            workdir=(workdir or Path("ralph-work")).absolute(),
+            namespace=namespace_of(namespace), queue=queue_of(queue),
+            concurrency=concurrency, name=name)
 
-    async def serve() -> None:
+    async def serve(options: WorkerOptions) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -149,8 +153,9 @@ def worker(
         await run_worker(options, stop, ready)
 
     def work() -> int:
+        options = options_given()
         _connected.append(True)  # the worker's client, made in run_worker
-        asyncio.run(serve())
+        asyncio.run(serve(options))
         typer.echo("worker stopped", err=True)
         return 0
 
@@ -178,13 +183,21 @@ def run_on_temporal(*, temporal: str | None, namespace: str | None, queue: str |
     if not repo:
         raise RalphError("--on temporal needs --repo URL: the git repository every worker "
                          "checks the run out from")
+    if not detach and store is None and not os.environ.get(STORE_ENV):
+        raise RalphError("name the store the workers share, to follow the run: --store "
+                         "PATH|URL (or set $RALPH_STORE), or --detach")
     run_id = new_run_id()
     spec = RunSpec(run_id=run_id, repo=_repo_url(repo), branch=branch or f"ralph/{run_id}",
                    base=base, agent=agent, max_iterations=max_iterations or 0)
     if heartbeat is not None:
+        if not 0.5 <= heartbeat <= 3600:
+            raise RalphError("--heartbeat-seconds must be between 0.5 and 3600")
         spec.heartbeat_seconds = heartbeat
 
     async def go() -> int:
+        from ralph.scale.gitwork import check_run_target
+
+        await check_run_target(spec.repo, spec.branch, spec.base)
         client = await _client(temporal, namespace)
         await runs.start(client, spec, queue_of(queue))
         if json and detach:

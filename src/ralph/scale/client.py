@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 10.0
 
 
+MISSING_EXTRA = ("runs on Temporal need Ralph's scale extra: pip install 'ralph[scale]' "
+                 "(temporalio, the Temporal CLI, psycopg)")
+
+
 class TemporalError(RalphError):
     """Temporal cannot be reached, or does not know the run."""
 
@@ -22,7 +26,10 @@ async def connect(address: str, namespace: str = DEFAULT_NAMESPACE) -> Client:
     """A client of the Temporal server at HOST:PORT; TemporalError in one line otherwise."""
     import asyncio  # noqa: PLC0415
 
-    from temporalio.client import Client  # noqa: PLC0415 - the scale extra
+    try:
+        from temporalio.client import Client  # noqa: PLC0415 - the scale extra
+    except ImportError:
+        raise TemporalError(MISSING_EXTRA) from None
 
     if ":" not in address:
         raise TemporalError(f"--temporal must be HOST:PORT, not {address!r}")
@@ -45,8 +52,14 @@ def _reason(exc: BaseException) -> str:
 
 async def start(client: Client, spec: RunSpec, queue: str = DEFAULT_QUEUE) -> None:
     """Start the run's workflow (its id is the run id)."""
-    await client.start_workflow(WORKFLOW, spec, id=spec.run_id, task_queue=queue,
-                                result_type=RunEnd)
+    from temporalio.service import RPCError  # noqa: PLC0415
+
+    try:
+        await client.start_workflow(WORKFLOW, spec, id=spec.run_id, task_queue=queue,
+                                    result_type=RunEnd)
+    except RPCError as exc:  # an unknown namespace, a server that refuses
+        raise TemporalError(f"Temporal refused to start run {spec.run_id}: "
+                            f"{exc.message}") from None
 
 
 def handle(client: Client, run_id: str) -> WorkflowHandle[object, RunEnd]:
@@ -78,6 +91,11 @@ async def signal(client: Client, run_id: str, action: str) -> bool:
             return False
         await run.signal(action)
     except RPCError as exc:
+        try:  # it may have ended between the two calls
+            if (await run.describe()).status != WorkflowExecutionStatus.RUNNING:
+                return False
+        except RPCError:
+            pass
         raise _unknown(run_id, exc) from None
     return True
 

@@ -83,6 +83,13 @@ _STALE_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock",
 """Lock files a git killed mid-command leaves in the git directory; each blocks the next git
 that needs the same file until someone removes it."""
 
+_MERGING = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
+"""What a half-done merge, cherry-pick or revert leaves: then the index may hold unmerged
+entries, which only `git reset --hard` clears."""
+
+_origin_of: dict[Path, str] = {}
+"""The origin URL this process set (or found) in each work directory: looked up once."""
+
 _HALF_DONE = ("rebase-merge", "rebase-apply", "sequencer")
 """State directories of an interrupted rebase, am, cherry-pick or revert. `git reset --hard`
 clears a half-done merge but not these, and they would make the next commit part of the old
@@ -231,14 +238,20 @@ async def checkout_branch(repo_url: str, branch: str, workdir: Path, *,
     workdir.mkdir(parents=True, exist_ok=True)
     if not (workdir / ".git").exists():
         await _local(workdir, ["init", "-q"], timeout_s)
-    git_dir = Path((await _local(workdir, ["rev-parse", "--absolute-git-dir"],
-                                 timeout_s)).strip())
+        _origin_of.pop(workdir, None)
+    git_dir = workdir / ".git"
+    if not git_dir.is_dir():  # a gitfile (`.git` naming a directory elsewhere): ask git
+        git_dir = Path((await _local(workdir, ["rev-parse", "--absolute-git-dir"],
+                                     timeout_s)).strip())
     await asyncio.to_thread(_clear_leftovers, git_dir, branch)
-    configured = await _git(workdir, ["config", "--get", "remote.origin.url"], timeout_s)
-    if configured.text.strip() != url:
-        # The run's repository is the truth: a work directory reused from elsewhere follows it.
-        await _local(workdir, ["config", "remote.origin.url", url], timeout_s,
-                     label="git config remote.origin.url")
+    if _origin_of.get(workdir) != url:
+        configured = await _git(workdir, ["config", "--get", "remote.origin.url"], timeout_s)
+        if configured.text.strip() != url:
+            # The run's repository is the truth: a work directory reused from elsewhere
+            # follows it.
+            await _local(workdir, ["config", "remote.origin.url", url], timeout_s,
+                         label="git config remote.origin.url")
+        _origin_of[workdir] = url
     fetched = await _git(workdir, ["fetch", "--quiet", "--no-tags", "--no-recurse-submodules",
                                    "origin", f"+refs/heads/{branch}:{remote_ref}"],
                          timeout_s, url=url)
@@ -248,12 +261,17 @@ async def checkout_branch(repo_url: str, branch: str, workdir: Path, *,
         raise RepoError(f"cannot fetch {branch} from {_shown(url)}: {_reason(fetched, url)}")
     # -f: local changes and untracked files in the way are dropped, not a reason to refuse.
     await _local(workdir, ["checkout", "-q", "-f", "-B", branch, remote_ref, "--"], timeout_s)
-    # reset --hard also ends a half-done merge (MERGE_HEAD) and unmerged index entries.
-    await _local(workdir, ["reset", "-q", "--hard", remote_ref], timeout_s)
+    if any((git_dir / name).exists() for name in _MERGING):
+        # reset --hard also ends a half-done merge (MERGE_HEAD) and unmerged index entries,
+        # which checkout -f leaves (every iteration pays one git less without them).
+        await _local(workdir, ["reset", "-q", "--hard", remote_ref], timeout_s)
     # -x: ignored files go too (build output of the last attempt); -ff: also nested clones.
     # `/.ralph/` is anchored, so only the top-level runtime directory is kept (checked in the
     # tests: -e patterns still apply under -x).
     await _local(workdir, ["clean", "-q", "-ffdx", "-e", f"/{RUNTIME_DIR}/"], timeout_s)
+    head = await asyncio.to_thread(_read_ref, git_dir, remote_ref)
+    if head is not None:
+        return head
     return (await _local(workdir, ["rev-parse", "--verify", "HEAD^{commit}"],
                          timeout_s)).strip()
 
@@ -359,6 +377,25 @@ async def push_branch(workdir: Path, branch: str, *,
 # -- helpers ---------------------------------------------------------------------------------
 
 
+async def check_run_target(repo_url: str, branch: str, base: str | None, *,
+                           timeout_s: float = 30.0) -> None:
+    """What a run's start will need, checked before it starts (`ralph run --on temporal`):
+    branch names git accepts, and a repository that answers, with `base` on it if given.
+    RepoError in one line otherwise: a run started on a typo would wait for it forever."""
+    for name in (branch, *([base] if base else [])):
+        try:
+            _check_branch(name)
+        except ValueError as exc:
+            raise RepoError(str(exc)) from None
+    url = _absolute_url(repo_url)
+    heads = await _ls_remote(Path.cwd(), url, branch, base, timeout_s)
+    if base and f"refs/heads/{base}" not in heads:
+        raise RepoError(f"the base branch {base} does not exist on {_shown(url)}")
+    if not base and "HEAD" not in heads and f"refs/heads/{branch}" not in heads:
+        raise RepoError(f"{_shown(url)} has no default branch to start {branch} from: "
+                        "name one with --base")
+
+
 async def _ls_remote(cwd: Path, url: str, branch: str, base: str | None,
                      timeout_s: float) -> dict[str, str]:
     """The remote's HEAD, `branch` and `base` (those that exist) as {full ref name: sha}."""
@@ -414,6 +451,16 @@ def _workdir_env(cwd: Path) -> dict[str, str]:
     `cwd` for a repository: a work directory whose `.git` is missing or broken must be an
     error (or get one), never a silent operation on some enclosing repository."""
     return {**_ENV, "GIT_CEILING_DIRECTORIES": str(cwd.resolve().parent)}
+
+
+def _read_ref(git_dir: Path, ref: str) -> str | None:
+    """A loose ref's sha, read from its file (one git process less on every iteration);
+    None when it is packed or unreadable (the caller asks git)."""
+    try:
+        text = (git_dir / ref).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else None
 
 
 def _clear_leftovers(git_dir: Path, branch: str) -> None:

@@ -13,6 +13,7 @@ Signals: `stop`, `pause`, `resume`. Query: `status`.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -45,9 +46,10 @@ with workflow.unsafe.imports_passed_through():
 _SHORT = timedelta(minutes=30)
 _SHORT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                            maximum_interval=timedelta(seconds=30))
-# A start that cannot work (no tasks, an unknown agent) fails alike on every worker.
+# A start that cannot work (no tasks, an unknown agent) fails alike on every worker; one that
+# cannot reach the repository or the store is tried for about five minutes.
 _START_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1),
-                           maximum_interval=timedelta(seconds=30),
+                           maximum_interval=timedelta(seconds=60), maximum_attempts=10,
                            non_retryable_error_types=["RalphError"])
 
 
@@ -58,7 +60,8 @@ class RalphRun:
         self._paused = False
         self._status = RunStatus(run_id="", phase="starting", iteration=0, max_iterations=0,
                                  done=0, total=0, paused=False, stop_requested=False)
-        self._iteration: workflow.ActivityHandle[IterationOutput] | None = None
+        # The iteration or final check under way, which a stop cancels.
+        self._current: workflow.ActivityHandle[Any] | None = None
 
     @workflow.run
     async def run(self, spec: RunSpec) -> RunEnd:
@@ -86,11 +89,7 @@ class RalphRun:
                 break
             if turn.action == "final_check":
                 status.phase = "final_check"
-                check: FinalCheck = await workflow.execute_activity(
-                    FINAL_CHECK_ACTIVITY, FinalCheckInput(spec, state, last_verified),
-                    result_type=FinalCheck, start_to_close_timeout=_SHORT,
-                    heartbeat_timeout=_beats(spec), retry_policy=_SHORT_RETRY)
-                end = decide.after_final_check(check.ok, check.why, total=progress.total)
+                end = await self._final_check(spec, state, last_verified, progress)
                 break
             if turn.action == "wait":
                 await self._hold(spec)
@@ -130,6 +129,28 @@ class RalphRun:
         return RunEnd(spec.run_id, end.reason, end.message, count, progress.done,
                       progress.total)
 
+    async def _final_check(self, spec: RunSpec, state: dict[str, object],
+                           last_verified: bool, progress: Progress) -> decide.Stop:
+        """The final check, which a stop cancels (the run then ends as stopped, as a local
+        run does) and whose failure ends the run as an error, recorded."""
+        handle = workflow.start_activity(
+            FINAL_CHECK_ACTIVITY, FinalCheckInput(spec, dict(state), last_verified),
+            result_type=FinalCheck, start_to_close_timeout=_SHORT,
+            heartbeat_timeout=_beats(spec), retry_policy=_SHORT_RETRY,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
+        self._current = handle
+        try:
+            check: FinalCheck = await handle
+        except ActivityError as exc:
+            if self._stop:
+                return decide.Stop("stopped", decide.STOPPED_MESSAGE)
+            return decide.Stop("error", f"the final check failed: {_cause(exc)}")
+        finally:
+            self._current = None
+        if self._stop:
+            return decide.Stop("stopped", decide.STOPPED_MESSAGE)
+        return decide.after_final_check(check.ok, check.why, total=progress.total)
+
     async def _iterate(self, spec: RunSpec, number: int, state: dict[str, object]
                        ) -> IterationOutput:
         handle = workflow.start_activity(
@@ -145,12 +166,12 @@ class RalphRun:
             # A stop waits for the iteration to end as a stopped one (recorded and pushed,
             # or nothing pushed at all), never half-way.
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
-        self._iteration = handle
+        self._current = handle
         try:
             out: IterationOutput = await handle
             return out
         finally:
-            self._iteration = None
+            self._current = None
 
     async def _hold(self, spec: RunSpec) -> None:
         """Paused before the next iteration: recorded, then held until resumed or stopped."""
@@ -175,8 +196,8 @@ class RalphRun:
         self._status.stop_requested = True
         if self._status.phase != "ended":
             self._status.phase = "stopping"
-        if self._iteration is not None and not self._iteration.done():
-            self._iteration.cancel()
+        if self._current is not None and not self._current.done():
+            self._current.cancel()
 
     @workflow.signal
     def pause(self) -> None:

@@ -119,6 +119,7 @@ class PostgresStore(Store):
         self._pid = os.getpid()
         self._ids: IdGenerator | None = None
         self._ready = False  # the tables exist
+        self._reached = False  # a connection succeeded once: later failures are retried
         self._closed = False
         with self._lock:
             self._call(lambda conn: self._check_schema(conn, create=create))
@@ -139,11 +140,18 @@ class PostgresStore(Store):
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
                                    application_name="ralph")
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as exc:
+            # A store never reached is a mistake to report now (a typo in the URL, no such
+            # database or role, a wrong password), not a blip to wait out; so is a refusal
+            # of who we are or what we asked for, whenever it comes.
+            if not self._reached or (exc.sqlstate or "")[:2] in ("28", "3D"):
+                raise StoreError(f"cannot open the store at {self.display_location}: "
+                                 f"{_first_line(exc)}") from None
             raise
         except psycopg.Error as exc:  # a malformed URL, a bad option
             raise StoreError(f"cannot open the store at {self.display_location}: "
                              f"{_first_line(exc)}") from None
+        self._reached = True
         if self.durability == "never":
             conn.execute("SET synchronous_commit = off")
         return conn
@@ -153,7 +161,11 @@ class PostgresStore(Store):
         """Run `work` on the connection (under the lock), reconnecting while the server cannot
         be reached, for at most `retry_seconds`. `on_retry` runs first on a new connection
         after a failure: it returns the result if the failed attempt took effect after all."""
-        import psycopg  # noqa: PLC0415
+        try:
+            import psycopg  # noqa: PLC0415
+        except ImportError:
+            raise StoreError("a PostgreSQL store needs Ralph's scale extra: pip install "
+                             "'ralph[scale]' (psycopg)") from None
 
         if self._closed:
             raise closed_error()
@@ -272,13 +284,15 @@ class PostgresStore(Store):
                 assert row is not None
                 return [row[0]]
             with conn.transaction():
-                if blobs:
-                    with conn.cursor() as cur:
-                        cur.executemany("INSERT INTO ralph_content (hash, data) VALUES (%s, %s) "
-                                        "ON CONFLICT (hash) DO NOTHING", list(blobs.items()))
+                # The head's row lock first: gc takes it too, so it cannot find this batch's
+                # content unreferenced and delete it before the frames are in.
                 head = conn.execute("UPDATE ralph_head SET last_seq = last_seq + %s WHERE id = 1 "
                                     "RETURNING last_seq", (len(rows),)).fetchone()
                 assert head is not None
+                if blobs:
+                    with conn.cursor() as cur:
+                        cur.executemany("INSERT INTO ralph_content (hash, data) VALUES (%s, %s) "
+                                        "ON CONFLICT (hash) DO NOTHING", sorted(blobs.items()))
                 first = head[0] - len(rows) + 1
                 with conn.cursor() as cur, cur.copy(
                         f"COPY ralph_frames ({_COLUMNS}) FROM STDIN") as copy:
@@ -533,9 +547,18 @@ class PostgresStore(Store):
         return self._call(collect)
 
     def flush(self) -> None:
-        """Commits are durable when they return (but with durability `never`)."""
-        if self.durability == "never":
-            self._call(lambda conn: conn.execute("SELECT pg_current_wal_flush_lsn()") and None)
+        """Commits are durable when they return, but with durability `never`: then one
+        synchronous commit that writes (an xid) flushes the log up to it, and so every
+        commit before it."""
+        if self.durability != "never":
+            return
+
+        def synced(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute("SET LOCAL synchronous_commit = on")
+                conn.execute("SELECT pg_current_xact_id()")
+
+        self._call(synced)
 
     def close(self) -> None:
         self._close_hubs()
