@@ -301,3 +301,34 @@ def test_a_store_outage_longer_than_the_heartbeat_timeout(tmp_path: Path,
              f.meta.get("reason"), f.meta.get("message")) for f in frames
             if not f.topic.startswith("agent.")]
         workers.pop().stop()
+
+
+def test_a_stop_while_an_iteration_works_pushes_it_as_a_stopped_attempt(
+        tmp_path: Path, temporal: TemporalDevServer, pg_url: str,
+        workers: list[Worker]) -> None:
+    agent_pid = tmp_path / "agent.pid"
+    bare, _plan = seed_repository(tmp_path, ["Only"], {"tasks": {"1": [
+        {"shell": [f"echo $PPID > {agent_pid}.tmp && mv {agent_pid}.tmp {agent_pid}"],
+         "write": {"half.txt": "x"}, "hang": 300}]}})
+    workers.append(Worker.start("w", temporal.address, pg_url, tmp_path / "work"))
+    follower = start_ralph("run", "--on", "temporal", "--temporal", temporal.address,
+                           "--repo", str(bare), "--store", pg_url, cwd=tmp_path)
+    try:
+        wait_until(agent_pid.exists, what="the agent")
+        pid = int(agent_pid.read_text())
+        run_id = _run_id_of(pg_url)
+        stop = ralph("stop", "--run", run_id, "--temporal", temporal.address, cwd=tmp_path)
+        assert stop.returncode == 0, stop.stderr
+        out, err = follower.communicate(timeout=120)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate(timeout=30)
+    assert follower.returncode == 130, (out, err)
+    assert not alive(pid)  # the agent's process tree ended with the stop
+    frames = run_frames(pg_url, run_id)
+    finished = [f.meta["status"] for f in frames if f.topic == "iteration.finished"]
+    assert finished == ["stopped"] and frames[-1].meta["reason"] == "stopped"
+    branch = f"ralph/{run_id}"
+    assert markers(bare, branch) == [f"{run_id}/1"]  # recorded and pushed, as locally
+    assert "half.txt" in git(bare, "ls-tree", "--name-only", branch).split()
