@@ -133,6 +133,33 @@ class TopicQuery:
         return topic.startswith(self.value) if self.prefix else topic == self.value
 
 
+def page_conditions(topic: TopicQuery | None, *, stream: str | None, after_seq: int,
+                    upto: int | None, since: str | None, until: str | None,
+                    mark: str = "?") -> tuple[str, list[Any]]:
+    """The WHERE clause of a page of frames (both backends' tables have these columns) and
+    its arguments; `mark` is the driver's placeholder (SQLite `?`, psycopg `%s`)."""
+    where = ["seq > ?"]
+    args: list[Any] = [after_seq]
+    if upto is not None:
+        where.append("seq <= ?")
+        args.append(upto)
+    if topic is not None:
+        clause, topic_args = topic.sql()
+        if clause != "1":  # every topic: no condition
+            where.append(clause)
+            args += topic_args
+    if stream is not None:
+        where.append("stream = ?")
+        args.append(stream)
+    if since is not None:
+        where.append("ts >= ?")
+        args.append(since)
+    if until is not None:
+        where.append("ts < ?")
+        args.append(until)
+    return " AND ".join(where).replace("?", mark), args
+
+
 class OtherSchemaError(sqlite3.DatabaseError):
     """The index file was written with another schema version: it is rebuilt."""
 
@@ -541,25 +568,8 @@ class Index:
              ) -> list[Frame]:
         """One page of frames matching every filter given, in seq order (or newest first)."""
         def conditions(query: TopicQuery | None) -> tuple[str, list[Any]]:
-            where = ["seq > ?"]
-            args: list[Any] = [after_seq]
-            if upto is not None:
-                where.append("seq <= ?")
-                args.append(upto)
-            if query is not None:
-                clause, topic_args = query.sql()
-                where.append(clause)
-                args += topic_args
-            if stream is not None:
-                where.append("stream = ?")
-                args.append(stream)
-            if since is not None:
-                where.append("ts >= ?")
-                args.append(since)
-            if until is not None:
-                where.append("ts < ?")
-                args.append(until)
-            return " AND ".join(where), args
+            return page_conditions(query, stream=stream, after_seq=after_seq, upto=upto,
+                                   since=since, until=until)
 
         order = "DESC" if newest_first else "ASC"
 

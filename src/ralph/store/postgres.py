@@ -45,7 +45,7 @@ from ralph.store.frame import (
     sri_from_digest,
 )
 from ralph.store.ids import IdGenerator
-from ralph.store.index import ParseError, Progress, SyncResult, TopicQuery
+from ralph.store.index import ParseError, Progress, SyncResult, TopicQuery, page_conditions
 from ralph.store.location import masked_url
 from ralph.store.retention import GcReport, Policy, Rule, rule_for
 from ralph.store.store import Draft, Store, closed_error
@@ -362,30 +362,10 @@ class PostgresStore(Store):
               after_seq: int = 0, upto: int | None = None, since: str | None = None,
               until: str | None = None, limit: int = 1000, newest_first: bool = False
               ) -> list[Frame]:
-        where = ["seq > %s"]
-        args: list[Any] = [after_seq]
-        if upto is not None:
-            where.append("seq <= %s")
-            args.append(upto)
-        if topic is not None:
-            if not topic.prefix:
-                where.append("topic = %s")
-                args.append(topic.value)
-            elif topic.value:
-                upper = topic.value[:-1] + chr(ord(topic.value[-1]) + 1)
-                where.append("topic >= %s AND topic < %s")
-                args += [topic.value, upper]
-        if stream is not None:
-            where.append("stream = %s")
-            args.append(stream)
-        if since is not None:
-            where.append("ts >= %s")
-            args.append(since)
-        if until is not None:
-            where.append("ts < %s")
-            args.append(until)
+        where, args = page_conditions(topic, stream=stream, after_seq=after_seq, upto=upto,
+                                      since=since, until=until, mark="%s")
         order = "DESC" if newest_first else "ASC"
-        query = (f"SELECT {_COLUMNS} FROM ralph_frames WHERE {' AND '.join(where)} "
+        query = (f"SELECT {_COLUMNS} FROM ralph_frames WHERE {where} "
                  f"ORDER BY seq {order} LIMIT %s").encode()
         args.append(limit)
 
