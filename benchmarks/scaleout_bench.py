@@ -55,9 +55,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
-import os
-import platform
 import secrets
 import shutil
 import signal
@@ -68,18 +65,30 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
-from typing import IO, Any, cast
+from typing import IO, Any
+
+from benchkit import (
+    BenchError,
+    ChildJob,
+    ChildOutput,
+    JobResults,
+    Metric,
+    add_common_options,
+    append_steadily,
+    child_main,
+    fmt,
+    log,
+    machine_info,
+    percentile,
+    run_child,
+    select_jobs,
+    subscription_latencies,
+    terminate,
+)
 
 SCRIPT = Path(__file__).resolve()
-RESULT_MARK = "BENCH_RESULT "
 BATCH = 500
-LAT_TOPIC = "bench.latency"
-WARM_TOPIC = "bench.warm"
-DONE_TOPIC = "bench.done"
-LAT_STREAM = "latency"
 WORKER_CONCURRENCY = 4
 READY_TIMEOUT_S = 90.0
 STOP_WAIT_S = 20.0
@@ -109,10 +118,6 @@ asyncio.run(main(json.loads(sys.argv[1])))
 """
 
 
-class BenchError(Exception):
-    """A measurement that could not be taken (child crashed, timed out, wrong outcome)."""
-
-
 # -- configuration ------------------------------------------------------------------------------
 
 
@@ -130,23 +135,6 @@ class Config:
     pg_variant: bool  # temporal_overhead also on a PostgreSQL store
     timeout: float  # per child process
     tmp: Path
-
-
-@dataclass(frozen=True)
-class Metric:
-    job: str
-    key: str
-    label: str
-    unit: str
-    target: float | None = None
-    higher_is_better: bool = True
-
-
-@dataclass
-class JobResults:
-    runs: list[dict[str, float]] = field(default_factory=list)
-    infos: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
 
 
 def metrics_for(cfg: Config) -> list[Metric]:
@@ -212,19 +200,6 @@ def metrics_for(cfg: Config) -> list[Metric]:
 
 
 # -- helpers shared by the children --------------------------------------------------------------
-
-ChildOutput = tuple[dict[str, float], dict[str, Any]]
-
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile (pct in 0..100) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -349,30 +324,8 @@ def job_appender(params: dict[str, Any]) -> ChildOutput:
     """The other side of the subscription benchmark: appends at a steady rate, then 'done'."""
     from ralph.store import Store  # noqa: PLC0415
 
-    rate = float(params["rate"])
-    warm = round(rate * float(params["warm"]))
-    total = warm + round(rate * float(params["seconds"]))
-    deadline = float(params["deadline"])
-    interval = 1 / rate
-    append_ms: list[float] = []
-    sent = 0
     with Store(params["url"]) as store:
-        start = time.perf_counter()
-        for i in range(total):
-            delay = start + i * interval - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            if time.time() > deadline:
-                break
-            topic = WARM_TOPIC if i < warm else LAT_TOPIC
-            before = time.perf_counter()
-            store.append(topic, {"t": time.time(), "i": i}, stream=LAT_STREAM)
-            append_ms.append((time.perf_counter() - before) * 1000)
-            sent += topic == LAT_TOPIC
-        elapsed = time.perf_counter() - start
-        store.append(DONE_TOPIC, {"sent": sent}, stream=LAT_STREAM)
-    return ({"sent": sent, "rate": len(append_ms) / elapsed},
-            {"append_p99_ms": percentile(append_ms, 99) if append_ms else 0.0})
+        return append_steadily(store, params)
 
 
 def job_subscribe(params: dict[str, Any]) -> ChildOutput:
@@ -387,41 +340,8 @@ def job_subscribe(params: dict[str, Any]) -> ChildOutput:
 async def _subscribe(params: dict[str, Any]) -> ChildOutput:
     from ralph.store import Store  # noqa: PLC0415
 
-    rate = float(params["rate"])
-    seconds = float(params["seconds"])
-    warm = float(params["warm"])
-    expected = round(rate * seconds)
-    limit = warm + seconds + 30
-    latencies: list[float] = []
-    order_errors = 0
-    last_seq = 0
     with Store(params["url"]) as store:
-        after = store.last_seq
-        child_params = dict(params, deadline=time.time() + limit)
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "--child", "appender", "--params",
-             json.dumps(child_params)],
-            stdout=subprocess.PIPE, start_new_session=True)
-        try:
-            async with (asyncio.timeout(limit),
-                        store.subscribe(topic="bench.*", after_seq=after) as frames):
-                async for frame in frames:
-                    received = time.time()
-                    if frame.seq <= last_seq:
-                        order_errors += 1
-                    last_seq = frame.seq
-                    if frame.topic == LAT_TOPIC:
-                        latencies.append((received - float(frame.meta["t"])) * 1000)
-                    elif frame.topic == DONE_TOPIC:
-                        break
-        finally:
-            out, _err = finish_process(proc, timeout=limit)
-    appender = parse_result(out.decode(errors="replace"))
-    if proc.returncode != 0:
-        raise BenchError(f"the appender process exited with {proc.returncode}")
-    if len(latencies) != expected or order_errors:
-        raise BenchError(f"received {len(latencies)} of {expected} frames, "
-                         f"{order_errors} out of order")
+        latencies, appender = await subscription_latencies(SCRIPT, store, params, "bench.*")
     info = {"max_ms": max(latencies),
             "appender_rate": float(appender.get("metrics", {}).get("rate", 0.0)),
             "append_p99_ms": float(appender.get("info", {}).get("append_p99_ms", 0.0))}
@@ -873,7 +793,7 @@ def job_concurrent(params: dict[str, Any]) -> ChildOutput:
     return metrics, info
 
 
-CHILD_JOBS: dict[str, Callable[[dict[str, Any]], ChildOutput]] = {
+CHILD_JOBS: dict[str, ChildJob] = {
     "append": job_append,
     "appender": job_appender,
     "subscribe": job_subscribe,
@@ -882,61 +802,7 @@ CHILD_JOBS: dict[str, Callable[[dict[str, Any]], ChildOutput]] = {
 }
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # so that `finally` blocks stop what we started
-
-
-def child_main(job: str, params: dict[str, Any]) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
-    metrics, info = CHILD_JOBS[job](params)
-    print(RESULT_MARK + json.dumps({"metrics": metrics, "info": info}), flush=True)
-    return 0
-
-
 # -- the parent: running children and collecting results ---------------------------------------
-
-
-def finish_process(proc: subprocess.Popen[bytes], timeout: float,
-                   grace: float = 5.0) -> tuple[bytes, bytes]:
-    """Wait for `proc` (leader of its own process group); end the group if it overstays."""
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException:
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.communicate(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        raise
-    return out or b"", err or b""
-
-
-def parse_result(stdout: str) -> dict[str, Any]:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            return cast(dict[str, Any], json.loads(line[len(RESULT_MARK):]))
-    return {}
-
-
-def run_child(job: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, str(SCRIPT), "--child", job, "--params", json.dumps(params)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, err = finish_process(proc, timeout, grace=STOP_WAIT_S + 10)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"{job} timed out after {fmt(timeout)} s") from None
-    lines = err.decode(errors="replace").splitlines()
-    for line in lines:
-        log(f"  [{job}] {line}")
-    result = parse_result(out.decode(errors="replace"))
-    if proc.returncode != 0 or not result:
-        last = next((line for line in reversed(lines) if line.strip()), "")
-        raise BenchError(f"{job} exited with status {proc.returncode}: {last[:200]}")
-    return result
 
 
 def constant(params: dict[str, Any]) -> Callable[[int], dict[str, Any]]:
@@ -958,18 +824,15 @@ class Runner:
             work = self.root / f"{job}-{run}"
             work.mkdir()
             try:
-                out = run_child(child, dict(make_params(run), dir=str(work), run=run), timeout)
+                out = run_child(SCRIPT, child, dict(make_params(run), dir=str(work), run=run),
+                                timeout, grace=STOP_WAIT_S + 10, say_last_line=True)
             except BenchError as exc:
                 results.error = str(exc)
                 log(f"{job} run {run + 1}/{self.cfg.runs}: FAILED: {exc}")
                 return
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-            metrics = {k: float(v) for k, v in out["metrics"].items()}
-            results.runs.append(metrics)
-            results.infos.append(out.get("info", {}))
-            shown = ", ".join(f"{k}={fmt(v)}" for k, v in metrics.items())
-            log(f"{job} run {run + 1}/{self.cfg.runs}: {shown}")
+            log(f"{job} run {run + 1}/{self.cfg.runs}: {results.record(out)}")
 
     def fail(self, jobs: Sequence[str], why: str) -> None:
         for job in jobs:
@@ -1004,35 +867,6 @@ class Runner:
 # -- the report ----------------------------------------------------------------------------------
 
 
-def fmt(value: float) -> str:
-    if value < 0:
-        return "-" + fmt(-value)
-    if value >= 1000:
-        return f"{value:,.0f}"
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3f}"
-
-
-def machine_info(tmp: Path) -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    usable = len(os.sched_getaffinity(0))
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return (f"# {cpu}, {os.cpu_count()} cores ({usable} usable), Python "
-            f"{platform.python_version()}, {platform.system()} {platform.release()}, "
-            f"load {load}, tmp {tmp}, {now}")
-
-
 def job_of(metric: Metric) -> str:
     return "temporal_overhead" if metric.job == "temporal_overhead_pg" else metric.job
 
@@ -1061,7 +895,7 @@ def render_table(cfg: Config, results: dict[str, JobResults], selected: Sequence
         median = statistics.median(values)
         verdict = ""
         if metric.target is not None:
-            ok = median >= metric.target if metric.higher_is_better else median <= metric.target
+            ok = metric.meets(median)
             verdict = "pass" if ok else "FAIL"
             all_ok = all_ok and ok
         out.append(f"| {label} | {fmt(median)} {metric.unit} | {fmt(min(values))} .. "
@@ -1143,10 +977,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds allowed per child process of pg_* (default 300)")
     parser.add_argument("--tmp", type=Path, default=Path("/tmp"),
                         help="where the temporary projects and stores go (default /tmp)")
-    parser.add_argument("--check", action="store_true",
-                        help="exit with status 1 if a target is missed")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
+    add_common_options(parser)
     return parser.parse_args(argv)
 
 
@@ -1172,24 +1003,13 @@ def make_config(args: argparse.Namespace) -> Config:
     )
 
 
-def select_jobs(only: list[str] | None) -> list[str]:
-    if not only:
-        return list(JOBS)
-    chosen: set[str] = set()
-    for item in (name.strip() for arg in only for name in arg.split(",")):
-        if item not in JOBS:
-            raise SystemExit(f"unknown measurement {item!r}; choose from {', '.join(JOBS)}")
-        chosen.add(item)
-    return [job for job in JOBS if job in chosen]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
-        return child_main(args.child, json.loads(args.params))
-    signal.signal(signal.SIGTERM, _terminate)
+        return child_main(CHILD_JOBS, args.child, json.loads(args.params))
+    signal.signal(signal.SIGTERM, terminate)
     cfg = make_config(args)
-    selected = select_jobs(args.only)
+    selected = select_jobs(args.only, JOBS)
     header = machine_info(cfg.tmp)
     root = Path(tempfile.mkdtemp(prefix="ralph-scaleout-bench-", dir=cfg.tmp))
     started = time.perf_counter()

@@ -30,40 +30,45 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
-import os
-import platform
 import random
 import resource
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any, cast
 
+from benchkit import (
+    BenchError,
+    ChildJob,
+    ChildOutput,
+    JobResults,
+    Metric,
+    add_common_options,
+    append_steadily,
+    child_main,
+    fmt,
+    log,
+    machine_info,
+    percentile,
+    run_child,
+    select_jobs,
+    subscription_latencies,
+)
 from ralph.store import Store
 from ralph.store.frame import encode_frame, format_ts
 from ralph.store.ids import IdGenerator
 from ralph.store.writer import Durability
 
 SCRIPT = Path(__file__).resolve()
-RESULT_MARK = "BENCH_RESULT "
 RSS_TARGET_MB = 200.0
 N_STREAMS = 4
 N_TOPICS = 10
 APPEND_STREAMS = ("bench-a", "bench-b", "bench-c", "bench-d")
-LAT_STREAM = "latency"
-WARM_TOPIC = "bench.warm"
-LAT_TOPIC = "bench.latency"
-DONE_TOPIC = "bench.done"
 INDEX_FILES = ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm")
 
 JOBS = ("append-always", "append-batch", "append-never", "subscribe", "sync", "rebuild",
@@ -71,10 +76,6 @@ JOBS = ("append-always", "append-batch", "append-never", "subscribe", "sync", "r
 DATA_JOBS = ("sync", "rebuild", "read-topic", "read-stream")
 GROUPS = {"append": ("append-always", "append-batch", "append-never"),
           "read": ("read-topic", "read-stream")}
-
-
-class BenchError(Exception):
-    """A measurement that could not be taken (child crashed, timed out, wrong frame count)."""
 
 
 # -- configuration ------------------------------------------------------------------------------
@@ -91,24 +92,6 @@ class Config:
     sub_warm: float  # seconds of unmeasured frames first (process start-up, hub set-up)
     timeout: float  # per child process
     tmp: Path
-
-
-@dataclass(frozen=True)
-class Metric:
-    job: str
-    key: str  # key in the child's metrics
-    label: str
-    unit: str
-    target: float | None = None
-    higher_is_better: bool = True
-
-
-@dataclass
-class JobResults:
-    runs: list[dict[str, float]] = field(default_factory=list)
-    rss_mb: list[float] = field(default_factory=list)
-    infos: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
 
 
 def metrics_for(cfg: Config) -> list[Metric]:
@@ -140,15 +123,6 @@ def metrics_for(cfg: Config) -> list[Metric]:
 
 # -- child processes: the measurements themselves ------------------------------------------------
 
-ChildOutput = tuple[dict[str, float], dict[str, Any]]
-
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile (pct in 0..100) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
-    return ordered[rank - 1]
-
 
 def job_append(params: dict[str, Any]) -> ChildOutput:
     durability = cast(Durability, params["durability"])
@@ -169,30 +143,8 @@ def job_append(params: dict[str, Any]) -> ChildOutput:
 
 def job_appender(params: dict[str, Any]) -> ChildOutput:
     """The other side of the subscription benchmark: appends at a steady rate, then 'done'."""
-    rate = float(params["rate"])
-    warm = round(rate * float(params["warm"]))
-    total = warm + round(rate * float(params["seconds"]))
-    deadline = float(params["deadline"])
-    interval = 1 / rate
-    append_ms: list[float] = []
-    sent = 0
     with Store(params["store"], durability="batch") as store:
-        start = time.perf_counter()
-        for i in range(total):
-            delay = start + i * interval - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            if time.time() > deadline:
-                break
-            topic = WARM_TOPIC if i < warm else LAT_TOPIC
-            before = time.perf_counter()
-            store.append(topic, {"t": time.time(), "i": i}, stream=LAT_STREAM)
-            append_ms.append((time.perf_counter() - before) * 1000)
-            sent += topic == LAT_TOPIC
-        elapsed = time.perf_counter() - start
-        store.append(DONE_TOPIC, {"sent": sent}, stream=LAT_STREAM)
-    return ({"sent": sent, "rate": len(append_ms) / elapsed},
-            {"append_p99_ms": percentile(append_ms, 99) if append_ms else 0.0})
+        return append_steadily(store, params)
 
 
 def job_subscribe(params: dict[str, Any]) -> ChildOutput:
@@ -200,41 +152,8 @@ def job_subscribe(params: dict[str, Any]) -> ChildOutput:
 
 
 async def _subscribe(params: dict[str, Any]) -> ChildOutput:
-    rate = float(params["rate"])
-    seconds = float(params["seconds"])
-    warm = float(params["warm"])
-    expected = round(rate * seconds)
-    limit = warm + seconds + 30
-    latencies: list[float] = []
-    order_errors = 0
-    last_seq = 0
-    appender_out: dict[str, Any] = {}
     with Store(params["store"]) as store:
-        after = store.last_seq
-        child_params = dict(params, deadline=time.time() + limit)
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "--child", "appender", "--params",
-             json.dumps(child_params)],
-            stdout=subprocess.PIPE, start_new_session=True)
-        try:
-            async with asyncio.timeout(limit), store.subscribe(after_seq=after) as sub:
-                async for frame in sub:
-                    received = time.time()
-                    if frame.seq <= last_seq:
-                        order_errors += 1
-                    last_seq = frame.seq
-                    if frame.topic == LAT_TOPIC:
-                        latencies.append((received - float(frame.meta["t"])) * 1000)
-                    elif frame.topic == DONE_TOPIC:
-                        break
-        finally:
-            out, _err = finish_process(proc, timeout=limit)
-        appender_out = parse_result(out.decode() if out else "")
-    if proc.returncode != 0:
-        raise BenchError(f"the appender process exited with {proc.returncode}")
-    if len(latencies) != expected or order_errors:
-        raise BenchError(f"received {len(latencies)} of {expected} frames, "
-                         f"{order_errors} out of order")
+        latencies, appender_out = await subscription_latencies(SCRIPT, store, params)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     sent_rate = float(appender_out.get("metrics", {}).get("rate", 0.0))
     info = {"frames": len(latencies), "max_ms": max(latencies), "appender_rss_mb": children,
@@ -336,7 +255,7 @@ def job_read(params: dict[str, Any]) -> ChildOutput:
     return {"seconds": seconds, "fps": count / seconds}, {"frames": count}
 
 
-CHILD_JOBS: dict[str, Callable[[dict[str, Any]], ChildOutput]] = {
+CHILD_JOBS: dict[str, ChildJob] = {
     "append": job_append,
     "appender": job_appender,
     "subscribe": job_subscribe,
@@ -348,64 +267,7 @@ CHILD_JOBS: dict[str, Callable[[dict[str, Any]], ChildOutput]] = {
 }
 
 
-def _terminate(signum: int, _frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # so that `finally` blocks stop our own children
-
-
-def child_main(job: str, params: dict[str, Any]) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
-    metrics, info = CHILD_JOBS[job](params)
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(RESULT_MARK + json.dumps({"metrics": metrics, "rss_mb": rss_mb, "info": info}),
-          flush=True)
-    return 0
-
-
 # -- the parent: running children and collecting results ---------------------------------------
-
-
-def finish_process(proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bytes]:
-    """Wait for `proc` (leader of its own process group); kill the group if it overstays."""
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except BaseException:
-        for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.communicate(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        raise
-    return out or b"", err or b""
-
-
-def parse_result(stdout: str) -> dict[str, Any]:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            return cast(dict[str, Any], json.loads(line[len(RESULT_MARK):]))
-    return {}
-
-
-def run_child(job: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, str(SCRIPT), "--child", job, "--params", json.dumps(params)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    try:
-        out, err = finish_process(proc, timeout)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"{job} timed out after {fmt(timeout)} s") from None
-    for line in err.decode(errors="replace").splitlines():
-        log(f"  [{job}] {line}")
-    result = parse_result(out.decode(errors="replace"))
-    if proc.returncode != 0 or not result:
-        raise BenchError(f"{job} exited with status {proc.returncode}")
-    return result
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def remove_index(store: Path) -> None:
@@ -430,7 +292,7 @@ class Runner:
             if before is not None:
                 before(run)
             try:
-                out = run_child(child, make_params(run), self.cfg.timeout)
+                out = run_child(SCRIPT, child, make_params(run), self.cfg.timeout)
             except BenchError as exc:
                 results.error = str(exc)
                 log(f"{job} run {run + 1}/{self.cfg.runs}: FAILED: {exc}")
@@ -438,11 +300,7 @@ class Runner:
             finally:
                 if after is not None:
                     after(run)
-            metrics = {k: float(v) for k, v in out["metrics"].items()}
-            results.runs.append(metrics)
-            results.rss_mb.append(float(out["rss_mb"]))
-            results.infos.append(out.get("info", {}))
-            shown = ", ".join(f"{k}={fmt(v)}" for k, v in metrics.items())
+            shown = results.record(out)
             log(f"{job} run {run + 1}/{self.cfg.runs}: {shown}, rss={out['rss_mb']:.1f} MB")
 
     def fresh_dir(self, name: str) -> Path:
@@ -470,8 +328,9 @@ class Runner:
 
     def generate(self) -> None:
         log(f"generating {self.cfg.frames:,} frames ...")
-        out = run_child("generate", {"store": str(self.data), "frames": self.cfg.frames,
-                                     "template": str(self.template)},
+        out = run_child(SCRIPT, "generate", {"store": str(self.data),
+                                             "frames": self.cfg.frames,
+                                             "template": str(self.template)},
                         self.cfg.timeout)
         self.dataset = out["info"]
         size = sum(p.stat().st_size for p in (self.data / "streams").glob("*.jsonl"))
@@ -484,7 +343,7 @@ class Runner:
         shutil.copyfile(self.template, self.data / "index.sqlite")
 
     def ensure_indexed(self) -> None:
-        out = run_child("open", {"store": str(self.data), "frames": self.cfg.frames},
+        out = run_child(SCRIPT, "open", {"store": str(self.data), "frames": self.cfg.frames},
                         self.cfg.timeout)
         index_bytes = sum(p.stat().st_size for p in self.data.glob("index.sqlite*"))
         self.dataset["index_bytes"] = index_bytes
@@ -533,33 +392,6 @@ class Runner:
 # -- the report ----------------------------------------------------------------------------------
 
 
-def fmt(value: float) -> str:
-    if value >= 1000:
-        return f"{value:,.0f}"
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3f}"
-
-
-def machine_info(tmp: Path) -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    usable = len(os.sched_getaffinity(0))
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return (f"# {cpu}, {os.cpu_count()} cores ({usable} usable), Python "
-            f"{platform.python_version()}, {platform.system()} {platform.release()}, "
-            f"load {load}, tmp {tmp}, {now}")
-
-
 def render_table(cfg: Config, results: dict[str, JobResults], selected: Sequence[str]
                  ) -> tuple[list[str], bool]:
     header = ("measurement", "median", "unit", "min .. max", "target", "result", "peak RSS MB")
@@ -579,9 +411,7 @@ def render_table(cfg: Config, results: dict[str, JobResults], selected: Sequence
             rows.append((metric.label, "-", metric.unit, "-", target, f"ERROR: {error}", "-"))
             continue
         median = statistics.median(values)
-        ok = True
-        if metric.target is not None:
-            ok = median >= metric.target if metric.higher_is_better else median <= metric.target
+        ok = metric.meets(median)
         rss = max(res.rss_mb)
         rss_ok = rss <= RSS_TARGET_MB
         verdict = "pass" if ok and rss_ok else ("FAIL" if not ok else "FAIL (RSS)")
@@ -658,10 +488,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds allowed per child process")
     parser.add_argument("--tmp", type=Path, default=Path("/tmp"),
                         help="where the temporary stores go (default /tmp)")
-    parser.add_argument("--check", action="store_true",
-                        help="exit with status 1 if a target is missed")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
+    add_common_options(parser)
     return parser.parse_args(argv)
 
 
@@ -685,27 +512,12 @@ def make_config(args: argparse.Namespace) -> Config:
     )
 
 
-def select_jobs(only: list[str] | None) -> list[str]:
-    if not only:
-        return list(JOBS)
-    chosen: set[str] = set()
-    for item in (name.strip() for arg in only for name in arg.split(",")):
-        if item in GROUPS:
-            chosen.update(GROUPS[item])
-        elif item in JOBS:
-            chosen.add(item)
-        else:
-            raise SystemExit(f"unknown measurement {item!r}; choose from "
-                             f"{', '.join([*JOBS, *GROUPS])}")
-    return [job for job in JOBS if job in chosen]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
-        return child_main(args.child, json.loads(args.params))
+        return child_main(CHILD_JOBS, args.child, json.loads(args.params))
     cfg = make_config(args)
-    selected = select_jobs(args.only)
+    selected = select_jobs(args.only, JOBS, GROUPS)
     header = machine_info(cfg.tmp)
     root = Path(tempfile.mkdtemp(prefix="ralph-store-bench-", dir=cfg.tmp))
     started = time.perf_counter()
