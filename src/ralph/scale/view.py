@@ -225,11 +225,7 @@ async def _client(address: str, namespace: str) -> Client:
     made = _clients.get((address, namespace))
     if made is not None and made[0] is loop:
         return made[1]
-    try:
-        client = await connect(address, namespace)
-    except ImportError:
-        raise TemporalError("Temporal cannot be asked here: the temporalio package is not "
-                            "installed (install ralph[scale])") from None
+    client = await connect(address, namespace)  # TemporalError without the scale extra
     _clients[(address, namespace)] = (loop, client)
     return client
 

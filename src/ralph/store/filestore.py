@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ralph.store.cas import ContentStore
-from ralph.store.errors import FrameNotFoundError, StoreNotWritableError
+from ralph.store.errors import StoreNotWritableError
 from ralph.store.frame import DEFAULT_STREAM, Frame, digest_from_sri
 from ralph.store.head import Head
 from ralph.store.index import Index, ParseError, Progress, SyncResult, TopicQuery
@@ -209,15 +209,10 @@ class FileStore(Store):
         return SyncResult(rebuilt.frames + synced.frames, rebuilt.errors + synced.errors,
                           synced.watermark, synced.max_seq)
 
-    def get(self, frame_id: str) -> Frame:
-        """The frame with this id; FrameNotFoundError if there is none."""
+    def _lookup(self, frame_id: str) -> Frame | None:
         self.refresh()
         files = self._opened()
-        # A SCRU128 id is ASCII; anything else (undecodable bytes from argv) cannot name one.
-        frame = files.index.get(frame_id) if files is not None and frame_id.isascii() else None
-        if frame is None:
-            raise FrameNotFoundError(f"no frame with id {frame_id!r}")
-        return frame
+        return None if files is None else files.index.get(frame_id)
 
     def _page(self, *, topic: TopicQuery | None = None, stream: str | None = None,
               after_seq: int = 0, upto: int | None = None, since: str | None = None,

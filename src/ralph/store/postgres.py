@@ -32,7 +32,6 @@ import orjson
 from ralph.store.errors import (
     ContentCorruptError,
     ContentNotFoundError,
-    FrameNotFoundError,
     StoreError,
     StoreNotWritableError,
     StoreWriteError,
@@ -342,10 +341,7 @@ class PostgresStore(Store):
         watermark = self.refresh()
         return SyncResult(frames, 0, watermark, watermark)
 
-    def get(self, frame_id: str) -> Frame:
-        if not frame_id.isascii():  # an id is ASCII; undecodable argv bytes cannot name one
-            raise FrameNotFoundError(f"no frame with id {frame_id!r}")
-
+    def _lookup(self, frame_id: str) -> Frame | None:
         def fetch(conn: psycopg.Connection[Any]) -> Frame | None:
             if not self._has_tables(conn):
                 return None
@@ -353,10 +349,7 @@ class PostgresStore(Store):
                                (frame_id,)).fetchone()
             return None if row is None else _frame(row)
 
-        frame = self._call(fetch)
-        if frame is None:
-            raise FrameNotFoundError(f"no frame with id {frame_id!r}")
-        return frame
+        return self._call(fetch)
 
     def _page(self, *, topic: TopicQuery | None = None, stream: str | None = None,
               after_seq: int = 0, upto: int | None = None, since: str | None = None,

@@ -18,7 +18,12 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from ralph.store.errors import InvalidContentError, InvalidQueryError, StoreError
+from ralph.store.errors import (
+    FrameNotFoundError,
+    InvalidContentError,
+    InvalidQueryError,
+    StoreError,
+)
 from ralph.store.frame import (
     DEFAULT_STREAM,
     Frame,
@@ -140,6 +145,14 @@ class Store:
 
     def get(self, frame_id: str) -> Frame:
         """The frame with this id; FrameNotFoundError if there is none."""
+        # A SCRU128 id is ASCII; anything else (undecodable bytes from argv) cannot name one.
+        frame = self._lookup(frame_id) if frame_id.isascii() else None
+        if frame is None:
+            raise FrameNotFoundError(f"no frame with id {frame_id!r}")
+        return frame
+
+    def _lookup(self, frame_id: str) -> Frame | None:
+        """The frame with this id, or None (the store may not exist yet)."""
         raise NotImplementedError
 
     def _page(self, *, topic: TopicQuery | None = None, stream: str | None = None,
